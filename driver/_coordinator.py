@@ -1,0 +1,202 @@
+"""The coordinator: registers job handlers and drives the scopes of a host through one link.
+
+A ``JobDriver`` is one drive: its own link (latency, faults), its own clocks and random source, its
+own owner mint. Several may work on one scope at once; the store's claims and leases keep them
+apart. It adds to the kernel only what the kernel leaves to a host: which handler a job has, how
+the scope is reached, and which door refusals are the host's own "not now" (``deferral``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from ._constants import JOB_ALREADY_REGISTERED, SYSTEM_DOOR_WAIT
+from ._drive import run_due_job_runs
+from ._errors import Conflict, ValidationFailed
+from ._ids import UlidMint
+from ._operator import job_run_of
+from ._policy import assert_lease_ms, resolve_retry_policy
+from ._port import JobRunStore, Observer, SystemScope
+from ._start import name_errors, start_job_run
+from ._time import parse_iso_ms
+from ._values import (
+    JobDriveReport,
+    JobDueKey,
+    JobHandler,
+    JobRegistration,
+    JobRun,
+    JobRunFilter,
+    JobRunRow,
+    RetryPolicy,
+    StartJobRunInput,
+)
+
+
+class DriveRandom(Protocol):
+    """A drive's random source: ``random()`` for retry jitter, ``getrandbits`` for ULIDs (a
+    ``random.Random`` is one)."""
+
+    def random(self) -> float: ...
+
+    def getrandbits(self, k: int, /) -> int: ...
+
+
+class HostClock(Protocol):
+    """The host's clock, which a drive reads as its own unless given ``now``."""
+
+    def now(self) -> str: ...
+
+
+class JobHost(Protocol):
+    """What a ``JobDriver`` needs of a host (``scopehost.ScopeHost`` is one)."""
+
+    @property
+    def clock(self) -> HostClock: ...
+
+    @property
+    def rng(self) -> DriveRandom: ...
+
+    def stub(self, scope_id: str, *, link: Any = None) -> JobRunStore: ...
+
+    def door(
+        self, scope_id: str, module_id: str, *, link: Any = None
+    ) -> SystemScope | Awaitable[SystemScope]: ...
+
+    def monotonic_ms(self) -> float: ...
+
+
+class _DoorMarks:
+    """The exceptions this drive's door threw, by pass token: what ``deferral`` answers from.
+
+    The spec: the host answers "by the identity of what its door threw for this pass, never by
+    an error's shape", and "consumes the mark as it answers yes". Only a refusal the door itself
+    raised carrying ``SYSTEM_DOOR_WAIT`` is marked; anything a step or an operation throws, with
+    whatever reason, is not. One instance per drive call, so an unasked mark dies with it.
+    """
+
+    def __init__(self) -> None:
+        self._marks: dict[object, BaseException] = {}
+
+    def mark(self, token: object, err: BaseException) -> None:
+        if getattr(err, "reason", None) == SYSTEM_DOOR_WAIT:
+            self._marks[token] = err
+
+    def deferral(self, err: BaseException, token: object) -> bool:
+        if self._marks.get(token) is err:
+            del self._marks[token]
+            return True
+        return False
+
+
+class JobDriver:
+    """One drive over a host's scopes: ``register_job``, then ``start_job_run``, ``run_due_jobs``
+    and ``job_runs`` by scope id. Every observer event carries ``"drive": name``."""
+
+    def __init__(
+        self,
+        host: JobHost,
+        *,
+        name: str = "drive",
+        link: Any = None,
+        now: Callable[[], str] | None = None,
+        monotonic: Callable[[], float] | None = None,
+        rng: DriveRandom | None = None,
+        observer: Observer | None = None,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self._host = host
+        self.name = name
+        self._link = link
+        self._now = now if now is not None else host.clock.now
+        self._monotonic = monotonic if monotonic is not None else host.monotonic_ms
+        self._rng = rng if rng is not None else host.rng
+        self._observer = observer
+        self._log = log
+        self._mint = UlidMint(lambda: parse_iso_ms(self._now()), self._rng)
+        self._jobs: dict[tuple[str, str], JobRegistration] = {}
+
+    def __repr__(self) -> str:
+        return f"JobDriver(name={self.name!r}, link={self._link!r})"
+
+    def _observe(self, event: str, fields: dict[str, Any]) -> None:
+        if self._observer is not None:
+            self._observer(event, {"drive": self.name, **fields})
+
+    def _store(self, scope_id: str) -> JobRunStore:
+        return self._host.stub(scope_id, link=self._link)
+
+    def register_job(
+        self,
+        module_id: str,
+        name: str,
+        handler: JobHandler,
+        *,
+        retry: RetryPolicy | None = None,
+        lease_ms: int | None = None,
+    ) -> JobRegistration:
+        """Record a job's handler, its retry policy and its lease; refused when already known."""
+        errors = name_errors(module_id, "module_id") + name_errors(name, "name")
+        if errors:
+            raise ValidationFailed(errors)
+        if not callable(handler):
+            raise ValidationFailed.at("handler", f"is {handler!r}; it must be callable")
+        assert_lease_ms(lease_ms)
+        if retry is not None:
+            resolve_retry_policy(retry)
+        if (module_id, name) in self._jobs:
+            raise Conflict(
+                JOB_ALREADY_REGISTERED,
+                f"job {module_id}/{name} is already registered with drive {self.name!r} — "
+                "register each job once",
+            )
+        registration = JobRegistration(handler=handler, retry=retry, lease_ms=lease_ms)
+        self._jobs[(module_id, name)] = registration
+        return registration
+
+    def _handler_for(self, key: JobDueKey) -> JobRegistration | None:
+        return self._jobs.get((key.module_id, key.job))
+
+    async def start_job_run(self, scope_id: str, input: StartJobRunInput) -> JobRun:
+        """Start a run on the scope, or join the live one for the same key (returned unchanged)."""
+        row = await start_job_run(self._store(scope_id), input, self._mint, self._now)
+        return job_run_of(row)
+
+    async def run_due_jobs(
+        self, scope_id: str, *, max_passes: int = 1, limit: int | None = None
+    ) -> JobDriveReport:
+        """One drive over the scope's due runs (see ``run_due_job_runs``)."""
+        marks = _DoorMarks()
+        link = self._link
+
+        async def open_scope(run: JobRunRow, token: object) -> SystemScope:
+            try:
+                door = self._host.door(scope_id, run.module_id, link=link)
+                if inspect.isawaitable(door):
+                    door = await door
+            except Exception as err:
+                marks.mark(token, err)
+                raise
+            return door
+
+        return await run_due_job_runs(
+            store=self._store(scope_id),
+            handler_for=self._handler_for,
+            now=self._now,
+            open_scope=open_scope,
+            deferral=marks.deferral,
+            max_passes=max_passes,
+            limit=limit,
+            monotonic=self._monotonic,
+            mint_owner=self._mint,
+            rng=self._rng,
+            observe=self._observe,
+            log=self._log,
+        )
+
+    async def job_runs(self, scope_id: str, filter: JobRunFilter | None = None) -> list[JobRun]:
+        """The operator read: newest first, its limit clamped, each row decoded tolerantly."""
+        rows = await self._store(scope_id).list(filter if filter is not None else JobRunFilter())
+        return [job_run_of(row) for row in rows]

@@ -1,0 +1,100 @@
+"""Pure rules with numbers in them: admission backoff, list limits, lease bounds, retry backoff."""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+from ._constants import (
+    JOB_ADMISSION_BACKOFF_BASE_MS,
+    JOB_ADMISSION_BACKOFF_MAX_MS,
+    JOB_ADMISSION_MISS_MAX,
+    JOB_LEASE_MIN_MS,
+    JOB_RUN_LIST_LIMIT,
+    JOB_RUN_LIST_MAX,
+)
+from ._errors import FieldError, ValidationFailed
+from ._time import add_ms
+from ._values import AdmissionMissOutcome, RetryPolicy
+
+
+class RandomSource(Protocol):
+    """The injected random source (a ``random.Random`` does): one float in [0, 1) per call."""
+
+    def random(self) -> float: ...
+
+
+def admission_backoff_ms(misses: int) -> int:
+    """How long a run waits after its ``misses``-th consecutive admission miss."""
+    return min(JOB_ADMISSION_BACKOFF_MAX_MS, JOB_ADMISSION_BACKOFF_BASE_MS << max(0, misses - 1))
+
+
+def admission_miss_outcome(misses: int, now: str, note: str) -> AdmissionMissOutcome:
+    """What a run's ``misses``-th consecutive miss does at the store's ``now``: a backoff, or at
+    ``JOB_ADMISSION_MISS_MAX`` a failure carrying ``note``."""
+    if misses >= JOB_ADMISSION_MISS_MAX:
+        return AdmissionMissOutcome("failed", None, now, note)
+    return AdmissionMissOutcome("running", add_ms(now, admission_backoff_ms(misses)), None, None)
+
+
+def job_run_list_limit(limit: float | None) -> int:
+    """The operator read's row budget: None or non-finite gives the default, else clamped."""
+    if limit is None or isinstance(limit, bool) or not math.isfinite(limit):
+        return JOB_RUN_LIST_LIMIT
+    return int(min(JOB_RUN_LIST_MAX, max(1, math.floor(limit))))
+
+
+def assert_lease_ms(lease_ms: object) -> None:
+    """Refuse a job's ``lease_ms`` unless it is None or an integer of at least the minimum."""
+    if lease_ms is None:
+        return
+    if type(lease_ms) is not int or lease_ms < JOB_LEASE_MIN_MS:
+        raise ValidationFailed.at(
+            "lease_ms",
+            f"is {lease_ms!r}; a job's lease must be an integer of at least "
+            f"{JOB_LEASE_MIN_MS} ms (or None for the default)",
+        )
+
+
+def _policy_errors(policy: RetryPolicy, path: str) -> list[FieldError]:
+    errors = []
+    if type(policy.max_attempts) is not int or policy.max_attempts < 1:
+        errors.append(
+            FieldError(
+                f"{path}.max_attempts", f"is {policy.max_attempts!r}; it must be an int >= 1"
+            )
+        )
+    for name in ("base_delay_ms", "max_delay_ms"):
+        value = getattr(policy, name)
+        if type(value) is not int or value < 0:
+            errors.append(FieldError(f"{path}.{name}", f"is {value!r}; it must be an int >= 0"))
+    return errors
+
+
+def resolve_retry_policy(
+    job: RetryPolicy | None, step: RetryPolicy | None = None, *, path: str = "retry"
+) -> RetryPolicy:
+    """The policy a step runs under: the job's (defaults filled in), which a step may narrow and
+    never widen — each number is the smaller of the two."""
+    base = job if job is not None else RetryPolicy()
+    errors = _policy_errors(base, path)
+    if step is not None:
+        errors += _policy_errors(step, f"{path}(step)")
+    if errors:
+        raise ValidationFailed(errors)
+    if step is None:
+        return base
+    return RetryPolicy(
+        max_attempts=min(base.max_attempts, step.max_attempts),
+        base_delay_ms=min(base.base_delay_ms, step.base_delay_ms),
+        max_delay_ms=min(base.max_delay_ms, step.max_delay_ms),
+    )
+
+
+def retry_backoff_ms(policy: RetryPolicy, attempts: int, rng: RandomSource) -> int:
+    """The wait before the next pass after ``attempts`` consecutive failures, with jitter drawn
+    from ``rng`` (none when the raw delay is 0, so a zero policy draws nothing)."""
+    raw = min(policy.base_delay_ms << max(0, attempts - 1), policy.max_delay_ms)
+    if raw == 0:
+        return 0
+    return math.floor(raw * (0.8 + 0.4 * rng.random()))

@@ -1,0 +1,81 @@
+"""Start a run, or join the one already in flight.
+
+The payload is refused before the store is asked anything, so a run is never recorded carrying a
+value it cannot resume from; the lookup and the insert are ONE store operation (``start_or_join``),
+because as two, concurrent starts both find no live run and both insert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ._constants import JOB_SUBJECT_MISMATCH
+from ._errors import Conflict, FieldError, ValidationFailed
+from ._json import dumps, queue_safety_errors
+from ._port import JobRunStore
+from ._values import JobRunKey, JobRunRow, StartJobRunInput
+
+
+def name_errors(value: object, path: str) -> list[FieldError]:
+    """Why ``value`` cannot name a module, a job or an instance (empty when it can)."""
+    if isinstance(value, str) and value:
+        return []
+    return [FieldError(path, f"is {value!r}; it must be a non-empty str")]
+
+
+def _input_errors(input: StartJobRunInput) -> list[FieldError]:
+    errors = name_errors(input.module_id, "module_id")
+    errors += name_errors(input.job, "job")
+    errors += name_errors(input.instance, "instance")
+    if input.subject is not None and not (isinstance(input.subject, str) and input.subject):
+        errors.append(
+            FieldError("subject", f"is {input.subject!r}; it must be a non-empty str or None")
+        )
+    errors += queue_safety_errors(input.payload, "payload")
+    return errors
+
+
+async def start_job_run(
+    store: JobRunStore,
+    input: StartJobRunInput,
+    mint_id: Callable[[], str],
+    now: Callable[[], str],
+) -> JobRunRow:
+    """The live run for ``input``'s key, or a new one: the join returns the live run unchanged.
+
+    Raises ``ValidationFailed`` (before any store call) for a bad key or a payload that is not
+    queue-safe, and ``Conflict(JOB_SUBJECT_MISMATCH)`` when the live run declares another subject.
+    """
+    errors = _input_errors(input)
+    if errors:
+        raise ValidationFailed(errors)
+    at = now()
+    key = JobRunKey(input.module_id, input.job, input.instance)
+    row = JobRunRow(
+        id=mint_id(),
+        module_id=input.module_id,
+        job=input.job,
+        instance=input.instance,
+        payload=dumps(input.payload),
+        subject_id=input.subject,
+        status="running",
+        cursor=None,
+        counters="{}",
+        attempts=0,
+        last_error=None,
+        started_at=at,
+        updated_at=at,
+        next_attempt_at=None,
+        ended_at=None,
+    )
+    live = await store.start_or_join(key, row)
+    if live.subject_id != input.subject:
+        # "None against some" is a mismatch too: the live run's erasure story would otherwise
+        # silently exclude (or include) the joiner's subject.
+        raise Conflict(
+            JOB_SUBJECT_MISMATCH,
+            f"job {key.module_id}/{key.job} instance {key.instance!r} is already running as run "
+            f"{live.id} for subject {live.subject_id!r}, not {input.subject!r} — wait for it to "
+            "end, or start the other subject's walk under its own instance",
+        )
+    return live

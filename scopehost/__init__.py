@@ -1,0 +1,38 @@
+"""The hosted adapter: each scope a Trio actor owning one SQLite database, reached over links.
+
+The reference reproduction of a Durable Object per scope: one message at a time (the input gate),
+one transaction per store operation, the store's own clock for every lease time, and a wire whose
+latency and faults a test or a simulation controls.
+"""
+
+from ._clock import DEFAULT_EPOCH_MS, StoreClock
+from ._database import ScopeDatabase
+from ._describe import describe
+from ._errors import (
+    DoorHeld,
+    HostClosed,
+    ReplyDropped,
+    RequestDropped,
+    ScopeEvicted,
+    ScopeHostError,
+    ScopeUnavailable,
+    TransportError,
+)
+from ._host import ScopeHost, open_scope_host
+from ._link import LegDelay, Link, LinkCall, LinkOutcome, ReplyHook, RequestHook, Verdict
+from ._network import Network
+from ._sql import (
+    JOB_RUN_BEGIN_SQL,
+    JOB_RUN_CLAIM_SQL,
+    JOB_RUN_DDL,
+    JOB_RUN_DUE_SQL,
+    JOB_RUN_LIVE_SQL,
+    JOB_RUN_MISS_SETTLE_SQL,
+    JOB_RUN_MISS_SQL,
+    JOB_RUN_PATCH_SQL,
+    JOB_RUN_RENEW_SQL,
+    JOB_STEP_RECORD_SQL,
+)
+from ._stub import ScopeDoor, ScopeStub
+
+__all__ = [name for name in dir() if not name.startswith("_")]

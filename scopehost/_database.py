@@ -1,0 +1,511 @@
+"""The scope's store: every ``JobRunStore`` operation as ONE SQLite transaction, synchronously.
+
+Theory of operation. The scope actor owns one connection and calls exactly one method of this class
+per message, so each method is the whole of one store operation and must be indivisible on its
+own: it opens ``BEGIN IMMEDIATE``, runs the spec's statements verbatim (``_sql.py``), and commits —
+or, on ANY error, rolls back, so a failed operation leaves no trace and the connection is ready for
+the next message. Nothing here awaits, sleeps or reads a clock: the store's now is handed in by the
+actor as the keyword ``now``, read inside the message, and every lease time (the claim's due test
+and expiry, BEGIN's margin, each renewal) is computed from it and never from the caller's clock.
+
+Inputs that would make a statement silently do the wrong thing — a negative lease, a negative
+``LIMIT`` (which SQLite reads as "no limit"), a time not in the one ISO spelling (string order is
+time order only for that spelling) — are refused with ``ValidationFailed`` before the transaction
+opens. Decisions (coalescing conflicts, retries, when to miss) are the kernel's, not the store's.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import sqlite3
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Final
+
+import attrs
+
+from driver import (
+    JOB_LEASE_EXPIRED_NOTE,
+    JOB_RUN_STATUSES,
+    JobDueKey,
+    JobMiss,
+    JobRunClaim,
+    JobRunFilter,
+    JobRunKey,
+    JobRunPatch,
+    JobRunRow,
+    JobStepBoundary,
+    JobStepRow,
+    ValidationFailed,
+    admission_miss_outcome,
+    iso_from_ms,
+    job_run_list_limit,
+    parse_iso_ms,
+)
+
+from ._dump import JobRunDump, JobStepDumpRow, export_rows, import_rows
+from ._erasure import shred_subject_rows
+from ._operations import ModuleOperation, merge_operations
+from ._schema import RUNS_TABLE, STEPS_TABLE, ensure_schema
+from ._sql import (
+    JOB_RUN_BEGIN_SQL,
+    JOB_RUN_CLAIM_SQL,
+    JOB_RUN_DUE_SQL,
+    JOB_RUN_LIVE_SQL,
+    JOB_RUN_MISS_SETTLE_SQL,
+    JOB_RUN_MISS_SQL,
+    JOB_RUN_PATCH_SQL,
+    JOB_RUN_RENEW_SQL,
+    JOB_STEP_RECORD_SQL,
+)
+
+__all__ = ["JobRunDump", "JobStepDumpRow", "ModuleOperation", "ScopeDatabase"]
+
+_RUN_COLUMNS: Final = tuple(field.name for field in attrs.fields(JobRunRow))
+_INSERT_RUN_SQL: Final = (
+    f"INSERT INTO {RUNS_TABLE} ({', '.join(_RUN_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _RUN_COLUMNS)})"
+)
+_TAKEOVER_READ_SQL: Final = f"SELECT lease_began_at FROM {RUNS_TABLE} WHERE id = ?"
+_STEP_READ_SQL: Final = (
+    f"SELECT step, result, attempts, last_error FROM {STEPS_TABLE} WHERE run_id = ? AND step = ?"
+)
+_LEDGER_DROP_SQL: Final = f"DELETE FROM {STEPS_TABLE} WHERE run_id = ?"
+_FILTER_COLUMNS: Final = ("module_id", "job", "instance", "status")
+_ISO_EXAMPLE: Final = "'2026-10-04T12:00:00.000Z'"
+_STATUS_CHOICES: Final = ", ".join(repr(status) for status in JOB_RUN_STATUSES)
+
+
+# -- input checks: each raises before any transaction opens ---------------------------------------
+
+
+def _time_ms(value: object, path: str) -> int:
+    if isinstance(value, str):
+        try:
+            return parse_iso_ms(value)
+        except ValueError:
+            pass
+    raise ValidationFailed.at(
+        path,
+        f"is {value!r}; store times are ISO-8601 UTC with milliseconds and Z, like {_ISO_EXAMPLE}",
+    )
+
+
+def _check_owner(owner: object) -> None:
+    if not isinstance(owner, str) or not owner:
+        raise ValidationFailed.at(
+            "owner", f"is {owner!r}; pass the non-empty lease owner its claim was made with"
+        )
+
+
+def _check_patch_owner(owner: object) -> None:
+    # IS ?, not = ?: NULL is a legitimate owner for a coordinator from before leases.
+    if owner is not None:
+        _check_owner(owner)
+
+
+def _check_whole(value: object, path: str, *, minimum: int, remedy: str) -> None:
+    if type(value) is not int or value < minimum:
+        raise ValidationFailed.at(path, f"is {value!r}; {remedy}")
+
+
+def _check_lease_ms(lease_ms: object) -> None:
+    _check_whole(
+        lease_ms, "lease_ms", minimum=1, remedy="a lease is a whole number of milliseconds above 0"
+    )
+
+
+def _check_text(value: object, path: str, *, nullable: bool, remedy: str) -> None:
+    if not (isinstance(value, str) or (nullable and value is None)):
+        raise ValidationFailed.at(path, f"is {value!r}; {remedy}")
+
+
+def _check_status(status: object, path: str) -> None:
+    if status not in JOB_RUN_STATUSES:
+        raise ValidationFailed.at(
+            path, f"is {status!r}; a run's status is one of {_STATUS_CHOICES}"
+        )
+
+
+def _check_patch(patch: JobRunPatch) -> None:
+    _check_status(patch.status, "patch.status")
+    _check_whole(
+        patch.attempts,
+        "patch.attempts",
+        minimum=0,
+        remedy="attempts counts consecutive failed passes, a whole number of 0 or more",
+    )
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` on entry; ``COMMIT`` on a clean exit, ``ROLLBACK`` on any other."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            try:
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        else:
+            self._rollback()
+
+    def _rollback(self) -> None:
+        # An operation may have failed before BEGIN took, or SQLite may already have rolled
+        # back on its own (some errors do): only a transaction still open needs ending.
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
+
+class ScopeDatabase:
+    """One scope's job-run store over a connection this object then owns.
+
+    ``conn`` must be opened with ``isolation_level=None`` (each method's explicit transaction is
+    then the only one); its ``row_factory`` is set to ``sqlite3.Row``. The constructor creates the
+    spec's tables or upgrades an older shape in place. ``operations`` adds module operations to
+    (or replaces) the defaults ``record`` and ``items``.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        scope_id: str,
+        *,
+        operations: Mapping[str, ModuleOperation] | None = None,
+    ) -> None:
+        if not isinstance(scope_id, str) or not scope_id:
+            raise ValidationFailed.at(
+                "scope_id", f"is {scope_id!r}; name the scope with a non-empty str"
+            )
+        if conn.isolation_level is not None:
+            raise ValueError(
+                f"the connection has isolation_level {conn.isolation_level!r}; open it with "
+                "sqlite3.connect(..., isolation_level=None) so each operation's explicit "
+                "transaction is the only one"
+            )
+        self._operations = merge_operations(operations)
+        self._scope_id = scope_id
+        self._conn = conn
+        conn.row_factory = sqlite3.Row
+        self._added_columns = ensure_schema(conn)
+        self._tx = _Transaction(conn)
+
+    @property
+    def scope_id(self) -> str:
+        return self._scope_id
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        return self._conn
+
+    @property
+    def added_columns(self) -> tuple[str, ...]:
+        """The columns opening this scope added to an older shape (empty when it was current)."""
+        return self._added_columns
+
+    @property
+    def operation_names(self) -> tuple[str, ...]:
+        return tuple(sorted(self._operations))
+
+    # -- the JobRunStore operations ----------------------------------------------------------------
+
+    def start_or_join(self, key: JobRunKey, row: JobRunRow, *, now: str) -> JobRunRow:
+        """The newest live run for ``key`` unchanged, or else ``row`` inserted — atomically."""
+        _time_ms(now, "now")
+        if row.key != key:
+            raise ValidationFailed.at(
+                "row",
+                f"has the key {row.key!r} but the join asked for {key!r}; "
+                "build the row for the key being joined",
+            )
+        if row.status != "running":
+            raise ValidationFailed.at(
+                "row.status",
+                f"is {row.status!r}; start_or_join inserts a live run, whose status is 'running'",
+            )
+        with self._tx:
+            live = self._conn.execute(
+                JOB_RUN_LIVE_SQL, (key.module_id, key.job, key.instance)
+            ).fetchone()
+            if live is not None:
+                return JobRunRow.from_row(live)
+            self._conn.execute(_INSERT_RUN_SQL, attrs.astuple(row))
+        return row
+
+    def due_keys(self, now_param: str, max: int, *, now: str) -> builtins.list[JobDueKey]:
+        """Up to ``max`` due keys as of the CALLER's ``now_param`` (as the spec binds it)."""
+        _time_ms(now, "now")
+        _time_ms(now_param, "now_param")
+        _check_whole(
+            max,
+            "max",
+            minimum=0,
+            remedy="a due snapshot reads a whole number of keys, 0 or more "
+            "(SQLite would read a negative limit as no limit)",
+        )
+        with self._tx:
+            rows = self._conn.execute(JOB_RUN_DUE_SQL, (now_param, max)).fetchall()
+        return [JobDueKey(row[0], row[1], row[2]) for row in rows]
+
+    def claim(self, id: str, owner: str, lease_ms: int, *, now: str) -> JobRunClaim | None:
+        """``JOB_RUN_CLAIM_SQL`` at the store's now; None when the run was not running and due."""
+        now_ms = _time_ms(now, "now")
+        _check_owner(owner)
+        _check_lease_ms(lease_ms)
+        expiry = iso_from_ms(now_ms + lease_ms)
+        with self._tx:
+            # takeover is what the row carried BEFORE the claim, so it is read first, inside
+            # the same transaction: nothing can begin or release the lease in between.
+            before = self._conn.execute(_TAKEOVER_READ_SQL, (id,)).fetchone()
+            claimed = self._conn.execute(
+                JOB_RUN_CLAIM_SQL, (owner, expiry, now, JOB_LEASE_EXPIRED_NOTE, id, now)
+            ).fetchall()
+        if not claimed:
+            return None
+        return JobRunClaim(JobRunRow.from_row(claimed[0]), before[0] is not None)
+
+    def begin(self, id: str, owner: str, margin_ms: float, *, now: str) -> bool:
+        """``JOB_RUN_BEGIN_SQL``: True only while ``owner`` holds a lease that runs more than
+        ``floor(margin_ms)`` past the store's now."""
+        now_ms = _time_ms(now, "now")
+        _check_owner(owner)
+        if (
+            not isinstance(margin_ms, int | float)
+            or isinstance(margin_ms, bool)
+            or not math.isfinite(margin_ms)
+            or margin_ms < 0
+        ):
+            raise ValidationFailed.at(
+                "margin_ms",
+                f"is {margin_ms!r}; the BEGIN margin is a finite number of milliseconds, 0 or more",
+            )
+        threshold = iso_from_ms(now_ms + math.floor(margin_ms))
+        with self._tx:
+            began = self._conn.execute(JOB_RUN_BEGIN_SQL, (now, id, owner, threshold)).rowcount
+        return began == 1
+
+    def miss(self, id: str, owner: str, note: str, *, now: str) -> JobMiss | None:
+        """An admission miss: release ``owner``'s unbegun claim, count it, and back off — or fail
+        the run with ``note`` at the tenth. None when ``owner`` no longer held it unbegun."""
+        _time_ms(now, "now")
+        _check_owner(owner)
+        _check_text(
+            note, "note", nullable=False, remedy="pass the warning a tenth miss fails the run with"
+        )
+        with self._tx:
+            counted = self._conn.execute(JOB_RUN_MISS_SQL, (now, id, owner)).fetchall()
+            if not counted:
+                return None
+            misses = int(counted[0][0])
+            outcome = admission_miss_outcome(misses, now, note)
+            settled = self._conn.execute(
+                JOB_RUN_MISS_SETTLE_SQL,
+                (
+                    outcome.status,
+                    outcome.next_attempt_at,
+                    outcome.ended_at,
+                    outcome.last_error,
+                    id,
+                    misses,
+                ),
+            ).rowcount
+            if settled != 1:
+                # Unreachable while both statements share this transaction; refusing here keeps
+                # a released lease from ever being committed without its backoff.
+                raise RuntimeError(f"admission miss {misses} of run {id!r} did not settle")
+        return JobMiss(misses, outcome.status == "failed")
+
+    def patch(self, id: str, patch: JobRunPatch, owner: str | None, *, now: str) -> bool:
+        """``JOB_RUN_PATCH_SQL``: a pass outcome, only while ``owner`` holds the run."""
+        _time_ms(now, "now")
+        _check_patch_owner(owner)
+        _check_patch(patch)
+        with self._tx:
+            return self._apply_patch(id, patch, owner)
+
+    def commit_pass(self, id: str, patch: JobRunPatch, owner: str | None, *, now: str) -> bool:
+        """The patch and the ledger drop together; the ledger only when the patch applied, so a
+        stale holder's commit cannot empty the ledger of the pass that took the run over."""
+        _time_ms(now, "now")
+        _check_patch_owner(owner)
+        _check_patch(patch)
+        with self._tx:
+            applied = self._apply_patch(id, patch, owner)
+            if applied:
+                self._conn.execute(_LEDGER_DROP_SQL, (id,))
+        return applied
+
+    def begin_step(
+        self, run_id: str, name: str, owner: str, lease_ms: int, *, now: str
+    ) -> JobStepBoundary:
+        """A step boundary: renew the lease to the store's now plus ``lease_ms`` and read the
+        step's ledger row, together. ``held`` False means the pass lost the run."""
+        now_ms = _time_ms(now, "now")
+        _check_owner(owner)
+        _check_lease_ms(lease_ms)
+        expiry = iso_from_ms(now_ms + lease_ms)
+        with self._tx:
+            if not self._renew(run_id, owner, expiry):
+                return JobStepBoundary(False, None)
+            found = self._conn.execute(_STEP_READ_SQL, (run_id, name)).fetchone()
+        return JobStepBoundary(True, None if found is None else JobStepRow(*found))
+
+    def record_step(
+        self,
+        run_id: str,
+        name: str,
+        result: str | None,
+        attempts: int,
+        last_error: str | None,
+        at: str,
+        owner: str,
+        lease_ms: int,
+        *,
+        now: str,
+    ) -> bool:
+        """Renew, then record one step attempt — both only while ``owner`` holds the run."""
+        now_ms = _time_ms(now, "now")
+        _time_ms(at, "at")
+        _check_owner(owner)
+        _check_lease_ms(lease_ms)
+        _check_text(result, "result", nullable=True, remedy="a step result is JSON text or None")
+        _check_text(last_error, "last_error", nullable=True, remedy="pass the error text or None")
+        _check_whole(
+            attempts,
+            "attempts",
+            minimum=0,
+            remedy="a step's attempts is a whole number of 0 or more",
+        )
+        expiry = iso_from_ms(now_ms + lease_ms)
+        with self._tx:
+            if not self._renew(run_id, owner, expiry):
+                return False
+            self._conn.execute(
+                JOB_STEP_RECORD_SQL,
+                (run_id, name, result, attempts, last_error, at, run_id, owner),
+            )
+        return True
+
+    # -- the scope's own calls ---------------------------------------------------------------------
+
+    def shred_subject(self, subject_id: str, *, now: str) -> int:
+        """Erase ``subject_id`` from the scope's runs (see ``_erasure``); the runs touched."""
+        _time_ms(now, "now")
+        if not isinstance(subject_id, str) or not subject_id:
+            raise ValidationFailed.at(
+                "subject_id", f"is {subject_id!r}; name the data subject to erase"
+            )
+        with self._tx:
+            return shred_subject_rows(self._conn, subject_id, now)
+
+    def export_dump(self, *, now: str) -> JobRunDump:
+        """Every run and step row, verbatim, read in one transaction."""
+        _time_ms(now, "now")
+        with self._tx:
+            return export_rows(self._conn, self._scope_id)
+
+    def import_dump(self, dump: JobRunDump, source_scope_id: str, *, now: str) -> int:
+        """Replay ``dump`` verbatim; from another scope, its running runs are failed as not
+        carried. Returns the number of runs imported."""
+        _time_ms(now, "now")
+        if not isinstance(dump, JobRunDump):
+            raise ValidationFailed.at(
+                "dump", f"is {dump!r}; pass the JobRunDump that export_dump returned"
+            )
+        if source_scope_id != dump.scope_id:
+            # The copy rule keys on where the dump was taken; a source that disagrees with the
+            # dump would put one scope's name on another's runs.
+            raise ValidationFailed.at(
+                "source_scope_id",
+                f"is {source_scope_id!r} but the dump was exported from scope "
+                f"{dump.scope_id!r}; pass the scope the dump came from",
+            )
+        with self._tx:
+            return import_rows(
+                self._conn, dump, scope_id=self._scope_id, source_scope_id=source_scope_id, now=now
+            )
+
+    def invoke(self, operation: str, args: Mapping[str, Any], *, now: str) -> Any:
+        """Run the module operation named ``operation`` inside one transaction."""
+        _time_ms(now, "now")
+        function = self._operations.get(operation)
+        if function is None:
+            raise ValidationFailed.at(
+                "operation",
+                f"is {operation!r}, which this scope does not have; "
+                f"it has {', '.join(repr(name) for name in self.operation_names)}",
+            )
+        if not isinstance(args, Mapping):
+            raise ValidationFailed.at(
+                "args", f"is {args!r}; pass the operation's arguments as a dict"
+            )
+        with self._tx:
+            return function(self._conn, dict(args), now)
+
+    def list(self, filter: JobRunFilter, *, now: str) -> builtins.list[JobRunRow]:
+        """The operator read: every field of ``filter`` narrows, newest first, limit clamped."""
+        _time_ms(now, "now")
+        if filter.status is not None:
+            _check_status(filter.status, "filter.status")
+        for column in ("module_id", "job", "instance"):
+            _check_text(
+                getattr(filter, column),
+                f"filter.{column}",
+                nullable=True,
+                remedy="a filter field is a str, or None to leave it open",
+            )
+        if filter.limit is not None and not isinstance(filter.limit, int | float):
+            raise ValidationFailed.at(
+                "filter.limit", f"is {filter.limit!r}; a limit is a number, or None for the default"
+            )
+        clauses: builtins.list[str] = []
+        params: builtins.list[object] = []
+        for column in _FILTER_COLUMNS:
+            value = getattr(filter, column)
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        params.append(job_run_list_limit(filter.limit))
+        with self._tx:
+            rows = self._conn.execute(
+                f"SELECT * FROM {RUNS_TABLE}{where} ORDER BY id DESC LIMIT ?", params
+            ).fetchall()
+        return [JobRunRow.from_row(row) for row in rows]
+
+    # -- statements shared by several operations, run inside the caller's transaction -------------
+
+    def _apply_patch(self, id: str, patch: JobRunPatch, owner: str | None) -> bool:
+        changed = self._conn.execute(
+            JOB_RUN_PATCH_SQL,
+            (
+                patch.status,
+                patch.cursor,
+                patch.counters,
+                patch.attempts,
+                patch.last_error,
+                patch.updated_at,
+                patch.next_attempt_at,
+                patch.ended_at,
+                id,
+                owner,
+            ),
+        ).rowcount
+        return changed == 1
+
+    def _renew(self, run_id: str, owner: str, expiry: str) -> bool:
+        return self._conn.execute(JOB_RUN_RENEW_SQL, (expiry, run_id, owner)).rowcount == 1

@@ -1,0 +1,44 @@
+"""Failures of the wire and of the scope's lifetime, as distinct from the kernel's refusals.
+
+The transport reports; it never decides. A caller that gets one of these does not know more than
+the error says: a dropped request did not run, a dropped reply did (its write is committed), and a
+call queued behind an eviction did not.
+"""
+
+from __future__ import annotations
+
+from driver import SYSTEM_DOOR_WAIT
+
+
+class ScopeHostError(Exception):
+    """Base of every failure the scope host reports."""
+
+
+class TransportError(ScopeHostError):
+    """The RPC leg failed; what happened at the scope depends on which leg."""
+
+
+class RequestDropped(TransportError):
+    """The request never reached the scope: the operation did not run."""
+
+
+class ReplyDropped(TransportError):
+    """The operation ran and committed at the scope; its reply was lost on the way back."""
+
+
+class ScopeEvicted(ScopeHostError):
+    """The scope's actor was aborted while this call waited in its queue; the call did not run."""
+
+
+class ScopeUnavailable(ScopeHostError):
+    """The scope's database could not be opened; the call did not run."""
+
+
+class HostClosed(ScopeHostError):
+    """The scope host has shut down; no scope can be reached through it any more."""
+
+
+class DoorHeld(ScopeHostError):
+    """The system door of a module on a scope is held: "not now", never "no"."""
+
+    reason = SYSTEM_DOOR_WAIT

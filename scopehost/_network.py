@@ -1,0 +1,54 @@
+"""One task that wakes every timed waiter, in (due time, sequence) order.
+
+Trio breaks ties between equal deadlines by memory address, which differs from process to process.
+A simulation that must replay byte for byte therefore never lets two of its own waits race on
+Trio's deadline heap: every leg delay and every simulated sleep is an entry in THIS heap, ordered by
+(due, seq), and the one network task wakes them in that order. Zero-length waits still pass through
+a checkpoint so that a zero-latency world interleaves like any other.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+
+import trio
+
+
+class Network:
+    """The deterministic timer of one scope host. Run :meth:`serve` in a nursery first."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, trio.Event]] = []
+        self._seq = itertools.count()
+        self._wake = trio.Event()
+
+    async def sleep_ms(self, ms: float) -> None:
+        """Sleep ``ms`` milliseconds of virtual time, woken in (due, seq) order."""
+        if not (ms >= 0 and math.isfinite(ms)):
+            raise ValueError(f"a delay of {ms!r} ms is not a finite number >= 0")
+        if ms == 0:
+            await trio.lowlevel.checkpoint()
+            return
+        await self.sleep_until(trio.current_time() + ms / 1000.0)
+
+    async def sleep_until(self, due: float) -> None:
+        event = trio.Event()
+        heapq.heappush(self._heap, (due, next(self._seq), event))
+        self._wake.set()
+        await event.wait()
+
+    async def serve(self) -> None:
+        """Deliver wake-ups forever (until cancelled with its nursery)."""
+        heap = self._heap
+        while True:
+            now = trio.current_time()
+            while heap and heap[0][0] <= now:
+                heapq.heappop(heap)[2].set()
+            self._wake = trio.Event()
+            if heap:
+                with trio.move_on_at(heap[0][0]):
+                    await self._wake.wait()
+            else:
+                await self._wake.wait()

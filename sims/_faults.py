@@ -1,0 +1,189 @@
+"""Faults as data: what goes wrong in a world, written by hand or drawn from a seed.
+
+A fault plan is a tuple of frozen values whose repr is valid Python, so a plan that a sweep or a
+shrinker found can be pasted into a scenario or a test as it prints. Swarm-style drawing enables a
+random SUBSET of fault kinds per seed: a world with every kind on at once hides the interactions a
+world with two kinds shows.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Literal, TypeAlias
+
+import attrs
+
+Leg: TypeAlias = Literal["request", "reply"]
+
+
+@attrs.frozen(kw_only=True)
+class DelayLeg:
+    """Hold the ``nth`` ``operation`` call of ``drive`` on its ``leg`` for ``ms`` extra."""
+
+    drive: str
+    operation: str
+    nth: int
+    leg: Leg
+    ms: float
+
+
+@attrs.frozen(kw_only=True)
+class DropLeg:
+    """Drop the ``nth`` ``operation`` call of ``drive`` on its ``leg``."""
+
+    drive: str
+    operation: str
+    nth: int
+    leg: Leg
+
+
+@attrs.frozen(kw_only=True)
+class Evict:
+    """Abort ``scope``'s actor at ``at_ms`` of virtual time."""
+
+    scope: str
+    at_ms: float
+
+
+@attrs.frozen(kw_only=True)
+class CrashDrive:
+    """Cancel ``drive``'s work at ``at_ms`` (a killed process); it comes back ``down_ms`` later."""
+
+    drive: str
+    at_ms: float
+    down_ms: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class PauseDrive:
+    """Stop ``drive`` for ``ms`` before the ``nth`` step body it runs (a GC pause, a stuck call)."""
+
+    drive: str
+    nth: int
+    ms: float
+
+
+@attrs.frozen(kw_only=True)
+class StoreClockFault:
+    """The store's clock runs ``skew_ms`` ahead (or behind) and ``drift`` fast (or slow)."""
+
+    skew_ms: float = 0.0
+    drift: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class UpstreamFailure:
+    """The upstream system refuses calls ``first`` to ``first + count - 1`` (1-based), transiently."""
+
+    first: int
+    count: int = 1
+
+
+Fault: TypeAlias = (
+    DelayLeg | DropLeg | Evict | CrashDrive | PauseDrive | StoreClockFault | UpstreamFailure
+)
+FAULT_KINDS: tuple[type, ...] = (
+    DelayLeg,
+    DropLeg,
+    Evict,
+    CrashDrive,
+    PauseDrive,
+    StoreClockFault,
+    UpstreamFailure,
+)
+OPERATIONS = ("claim", "begin", "begin_step", "record_step", "commit_pass", "patch", "miss")
+
+
+@attrs.frozen
+class FaultPlan:
+    """The faults of one world, in the order they were written."""
+
+    faults: tuple[Fault, ...] = ()
+
+    def of(self, kind: type) -> list[Fault]:
+        return [fault for fault in self.faults if isinstance(fault, kind)]
+
+    def __len__(self) -> int:
+        return len(self.faults)
+
+
+def boundary_delays(lease_ms: int, margin_ms: float) -> tuple[float, ...]:
+    """The delays where the spec's windows are: just inside and just past the margin and the
+    lease, and a few ordinary ones."""
+    edge = lease_ms - margin_ms
+    return (
+        1.0,
+        5.0,
+        edge - 1,
+        edge,
+        edge + 1,
+        lease_ms - 1.0,
+        float(lease_ms),
+        lease_ms + 1.0,
+        lease_ms * 1.5,
+    )
+
+
+def draw_plan(
+    rng: random.Random,
+    *,
+    drives: tuple[str, ...],
+    scopes: tuple[str, ...],
+    lease_ms: int,
+    margin_ms: float,
+    horizon_ms: float,
+    kinds: tuple[type, ...] | None = None,
+) -> FaultPlan:
+    """A swarm draw: a random subset of kinds, then one to three faults of each."""
+    enabled = (
+        list(kinds) if kinds is not None else [kind for kind in FAULT_KINDS if rng.random() < 0.5]
+    )
+    delays = boundary_delays(lease_ms, margin_ms)
+    faults: list[Fault] = []
+    for kind in enabled:
+        for _ in range(rng.randint(1, 3)):
+            drive = rng.choice(drives)
+            if kind is DelayLeg:
+                faults.append(
+                    DelayLeg(
+                        drive=drive,
+                        operation=rng.choice(OPERATIONS),
+                        nth=rng.randint(1, 4),
+                        leg=rng.choice(("request", "reply")),
+                        ms=rng.choice(delays),
+                    )
+                )
+            elif kind is DropLeg:
+                faults.append(
+                    DropLeg(
+                        drive=drive,
+                        operation=rng.choice(OPERATIONS),
+                        nth=rng.randint(1, 4),
+                        leg=rng.choice(("request", "reply")),
+                    )
+                )
+            elif kind is Evict:
+                faults.append(
+                    Evict(scope=rng.choice(scopes), at_ms=round(rng.uniform(0, horizon_ms / 2), 1))
+                )
+            elif kind is CrashDrive:
+                faults.append(
+                    CrashDrive(
+                        drive=drive,
+                        at_ms=round(rng.uniform(0, horizon_ms / 2), 1),
+                        down_ms=rng.choice((0.0, float(lease_ms), lease_ms * 2.0)),
+                    )
+                )
+            elif kind is PauseDrive:
+                faults.append(PauseDrive(drive=drive, nth=rng.randint(1, 6), ms=rng.choice(delays)))
+            elif kind is StoreClockFault:
+                faults.append(
+                    StoreClockFault(
+                        skew_ms=rng.choice((-100.0, 0.0, 100.0)),
+                        drift=rng.choice((-0.01, 0.0, 0.01)),
+                    )
+                )
+                break  # one store clock
+            elif kind is UpstreamFailure:
+                faults.append(UpstreamFailure(first=rng.randint(1, 20), count=rng.randint(1, 3)))
+    return FaultPlan(tuple(faults))

@@ -1,0 +1,69 @@
+"""The trace: every RPC leg, every kernel decision and every world event, as JSON lines.
+
+Each line is one event: ``t`` (virtual milliseconds since the world began), ``ev`` (its name), and
+the event's own fields. Keys are sorted and floats are written by ``repr``, so the same seed and
+code give the same bytes in any process and under any ``PYTHONHASHSEED``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+
+def _line(event: dict[str, Any]) -> str:
+    return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@attrs.define
+class Trace:
+    """An append-only list of events; ``enabled=False`` keeps only the counts (for big worlds)."""
+
+    events: list[dict[str, Any]] = attrs.field(factory=list)
+    enabled: bool = True
+    counts: dict[str, int] = attrs.field(factory=dict)
+
+    def record(self, event: str, fields: dict[str, Any]) -> None:
+        self.counts[event] = self.counts.get(event, 0) + 1
+        if self.enabled:
+            entry = {"t": round(trio.current_time() * 1000.0, 3), "ev": event}
+            entry.update(fields)
+            self.events.append(entry)
+
+    def of(self, *names: str) -> Iterator[dict[str, Any]]:
+        wanted = set(names)
+        return (event for event in self.events if event["ev"] in wanted)
+
+    def lines(self) -> Iterator[str]:
+        return (_line(event) for event in self.events)
+
+    def to_bytes(self) -> bytes:
+        return "".join(line + "\n" for line in self.lines()).encode("utf-8")
+
+    def digest(self) -> str:
+        """The sha256 of the trace's bytes: equal digests, identical traces."""
+        return hashlib.sha256(self.to_bytes()).hexdigest()
+
+    def write(self, path: str | Path) -> None:
+        Path(path).write_bytes(self.to_bytes())
+
+    @classmethod
+    def from_lines(cls, lines: Iterable[str]) -> Trace:
+        trace = cls()
+        for line in lines:
+            if line.strip():
+                event = json.loads(line)
+                trace.events.append(event)
+                trace.counts[event["ev"]] = trace.counts.get(event["ev"], 0) + 1
+        return trace
+
+    @classmethod
+    def read(cls, path: str | Path) -> Trace:
+        with Path(path).open(encoding="utf-8") as handle:
+            return cls.from_lines(handle)

@@ -1,0 +1,129 @@
+"""The actor is the input gate: one message at a time, one transaction each, eviction as a DO's."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from driver import JobRunFilter, ValidationFailed
+from scopehost import ScopeDatabase, ScopeEvicted, StoreClock, open_scope_host
+from scopehost._actor import Message, ScopeActor
+
+from .async_support import STARTED, new_row
+
+
+async def test_fifty_concurrent_starts_for_one_key_give_one_row(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_scope_host() as host:
+        stub = host.stub("s1")
+        answers: list[str] = []
+
+        async def start(index: int) -> None:
+            row = new_row(f"01RUN{index:04d}")
+            answers.append((await stub.start_or_join(row.key, row)).id)
+
+        async with trio.open_nursery() as nursery:
+            for index in range(50):
+                nursery.start_soon(start, index)
+
+        rows = await stub.list(JobRunFilter(limit=500))
+        assert len(rows) == 1
+        assert answers == [rows[0].id] * 50
+
+
+async def test_eviction_fails_queued_calls_and_keeps_committed_rows(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    connection = sqlite3.connect(":memory:", isolation_level=None)
+    actor = ScopeActor(
+        "s1", lambda: ScopeDatabase(connection, "s1"), lambda database: None, StoreClock()
+    )
+    first, second, third = (new_row(f"01RUN{c}", instance=c) for c in "ABC")
+    committed = Message("start_or_join", (first.key, first))
+    actor.submit(committed)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(actor.serve)
+        await committed.done.wait()
+        # Two calls wait in the queue when the abort comes: neither may run.
+        queued = [Message("start_or_join", (row.key, row)) for row in (second, third)]
+        for message in queued:
+            actor.submit(message)
+        actor.evict()
+    for message in queued:
+        assert message.outcome is not None
+        assert isinstance(message.outcome.error, ScopeEvicted)
+        assert str(message.outcome.error) == (
+            "start_or_join on scope 's1' did not run: the scope was evicted while it waited; "
+            "the next call starts a fresh actor on the same database"
+        )
+    assert actor.closed
+    database = ScopeDatabase(connection, "s1")
+    rows = database.list(JobRunFilter(), now=STARTED)
+    assert [row.id for row in rows] == ["01RUNA"]
+
+
+async def test_the_next_call_after_an_eviction_starts_a_fresh_actor(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_scope_host() as host:
+        stub = host.stub("s1")
+        row = new_row("01RUNA")
+        await stub.start_or_join(row.key, row)
+        assert host.evict("s1") is True
+        other = new_row("01RUNB", instance="b")
+        await stub.start_or_join(other.key, other)
+        assert [r.id for r in await stub.list(JobRunFilter())] == ["01RUNB", "01RUNA"]
+
+
+async def test_evicting_an_idle_scope_is_harmless(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_scope_host() as host:
+        assert host.evict("never-called") is False
+        stub = host.stub("s1")
+        row = new_row("01RUNA")
+        await stub.start_or_join(row.key, row)
+        assert host.evict("s1") is True
+        assert host.evict("s1") is False
+        assert [r.id for r in await stub.list(JobRunFilter())] == ["01RUNA"]
+
+
+async def test_a_failing_operation_rolls_back_and_the_actor_keeps_serving(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_scope_host() as host:
+        stub = host.stub("s1")
+        with pytest.raises(
+            ValidationFailed,
+            match=r"^operation is 'no-such-operation', which this scope does not have; "
+            r"it has 'items', 'record'$",
+        ):
+            await stub.invoke("no-such-operation")
+        row = new_row("01RUNA")
+        assert (await stub.start_or_join(row.key, row)).id == "01RUNA"
+
+
+async def test_a_directory_scope_survives_eviction_and_a_new_host(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    async with open_scope_host(tmp_path) as host:
+        stub = host.stub("s1")
+        row = new_row("01RUNA")
+        await stub.start_or_join(row.key, row)
+        host.evict("s1")
+        assert [r.id for r in await stub.list(JobRunFilter())] == ["01RUNA"]
+    assert (tmp_path / "s1.sqlite3").exists()
+    async with open_scope_host(tmp_path) as host:
+        assert [r.id for r in await host.stub("s1").list(JobRunFilter())] == ["01RUNA"]
+
+
+async def test_bad_scope_ids_and_directories_are_refused() -> None:
+    async with open_scope_host() as host:
+        with pytest.raises(ValueError, match=r"^scope id 'a/b' must be 1 to 128 letters"):
+            host.stub("a/b")
+    with pytest.raises(ValueError, match=r"^directory '/nonexistent-dir' does not exist"):
+        async with open_scope_host("/nonexistent-dir"):
+            pass
