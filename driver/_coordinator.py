@@ -121,6 +121,11 @@ class JobDriver:
     def __repr__(self) -> str:
         return f"JobDriver(name={self.name!r}, link={self._link!r})"
 
+    @property
+    def link(self) -> Any:
+        """The link this drive reaches every scope through (None: the host's default)."""
+        return self._link
+
     def _observe(self, event: str, fields: dict[str, Any]) -> None:
         if self._observer is not None:
             self._observer(event, {"drive": self.name, **fields})

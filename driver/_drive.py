@@ -140,6 +140,11 @@ class _Drive:
     def emit(self, event: str, run_id: str, owner: str, **fields: Any) -> None:
         self.observe(event, {"run": run_id, "owner": owner, **fields})
 
+    def waited_ms(self, started: float) -> float:
+        """Milliseconds since ``started`` on the drive's monotonic clock, to the nanosecond: the
+        float noise of a clock far from its origin must not decide the strict margin test."""
+        return round(self.monotonic() - started, 6)
+
     async def run(self, key: JobDueKey, registration: JobRegistration) -> None:
         """Up to ``max_passes`` passes of one run, each on a claim of its own."""
         lease_ms = registration.lease_ms if registration.lease_ms is not None else JOB_LEASE_MS
@@ -178,11 +183,13 @@ class _Drive:
             return False
         margin_ms = lease_ms * JOB_LEASE_ENTRY_MARGIN
         began = False
-        if lease_ms - (self.monotonic() - started) > margin_ms:
+        # Strict `>`, on the drive's own clock: "the time left on its lease is `leaseMs` minus
+        # that, which counts the whole round trip and so can only err short".
+        if lease_ms - self.waited_ms(started) > margin_ms:
             began = await self.store.begin(run.id, owner, margin_ms)
             self.emit("begin.ok" if began else "begin.refused", run.id, owner)
         if not began:
-            await self.admission_miss(run, owner, lease_ms, self.monotonic() - started)
+            await self.admission_miss(run, owner, lease_ms, self.waited_ms(started))
             return False
         outcome = await run_job_pass(
             store=self.store,

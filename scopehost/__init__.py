@@ -18,7 +18,7 @@ from ._errors import (
     ScopeUnavailable,
     TransportError,
 )
-from ._host import ScopeHost, open_scope_host
+from ._host import DatabaseFactory, ScopeHost, open_scope_host
 from ._link import LegDelay, Link, LinkCall, LinkOutcome, ReplyHook, RequestHook, Verdict
 from ._network import Network
 from ._sql import (
@@ -35,4 +35,40 @@ from ._sql import (
 )
 from ._stub import ScopeDoor, ScopeStub
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "DEFAULT_EPOCH_MS",
+    "JOB_RUN_BEGIN_SQL",
+    "JOB_RUN_CLAIM_SQL",
+    "JOB_RUN_DDL",
+    "JOB_RUN_DUE_SQL",
+    "JOB_RUN_LIVE_SQL",
+    "JOB_RUN_MISS_SETTLE_SQL",
+    "JOB_RUN_MISS_SQL",
+    "JOB_RUN_PATCH_SQL",
+    "JOB_RUN_RENEW_SQL",
+    "JOB_STEP_RECORD_SQL",
+    "DatabaseFactory",
+    "DoorHeld",
+    "HostClosed",
+    "LegDelay",
+    "Link",
+    "LinkCall",
+    "LinkOutcome",
+    "Network",
+    "ReplyDropped",
+    "ReplyHook",
+    "RequestDropped",
+    "RequestHook",
+    "ScopeDatabase",
+    "ScopeDoor",
+    "ScopeEvicted",
+    "ScopeHost",
+    "ScopeHostError",
+    "ScopeStub",
+    "ScopeUnavailable",
+    "StoreClock",
+    "TransportError",
+    "Verdict",
+    "describe",
+    "open_scope_host",
+]

@@ -12,7 +12,9 @@ def describe(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if attrs.has(type(value)):
-        return {field.name: describe(getattr(value, field.name)) for field in attrs.fields(type(value))}
+        return {
+            field.name: describe(getattr(value, field.name)) for field in attrs.fields(type(value))
+        }
     if isinstance(value, BaseException):
         return f"{type(value).__name__}: {value}"
     if isinstance(value, list | tuple):

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import trio
 
@@ -28,6 +28,9 @@ from ._errors import DoorHeld, HostClosed
 from ._link import Link, LinkCall, LinkOutcome
 from ._network import Network
 from ._stub import ScopeDoor, ScopeStub
+
+#: Builds a scope's store over its connection (``ScopeDatabase`` or a subclass).
+DatabaseFactory: TypeAlias = Callable[..., ScopeDatabase]
 
 _SCOPE_ID = re.compile(r"^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,127}$")
 
@@ -53,8 +56,10 @@ class ScopeHost:
         observer: Observer | None,
         operations: Mapping[str, ModuleOperation] | None,
         rng: random.Random,
+        database: DatabaseFactory = ScopeDatabase,
     ) -> None:
         self._nursery = nursery
+        self._database = database
         self.directory = directory
         self.clock = clock
         #: The default random source of drives built on this host (a seeded world passes its own).
@@ -172,7 +177,7 @@ class ScopeHost:
                 self.directory / f"{scope_id}.sqlite3", isolation_level=None
             )
             connection.execute("PRAGMA journal_mode=WAL")
-        return ScopeDatabase(connection, scope_id, operations=self._operations)
+        return self._database(connection, scope_id, operations=self._operations)
 
     def _close_database(self, database: ScopeDatabase) -> None:
         # An in-memory database IS its connection: it stays open for the next actor.
@@ -194,8 +199,13 @@ async def open_scope_host(
     observer: Observer | None = None,
     operations: Mapping[str, ModuleOperation] | None = None,
     rng: random.Random | None = None,
+    database: DatabaseFactory = ScopeDatabase,
 ) -> AsyncIterator[ScopeHost]:
-    """A scope host whose actors and network run in a nursery for the block's duration."""
+    """A scope host whose actors and network run in a nursery for the block's duration.
+
+    ``database`` builds each actor's store over its connection: ``ScopeDatabase`` unless a test or
+    a simulation wants a deliberately broken one, to show that a check notices.
+    """
     path = None if directory is None else Path(directory)
     if path is not None and not path.is_dir():
         raise ValueError(f"directory {str(path)!r} does not exist; create it or pass None")
@@ -207,6 +217,7 @@ async def open_scope_host(
             observer=observer,
             operations=operations,
             rng=rng if rng is not None else random.Random(0),
+            database=database,
         )
         nursery.start_soon(host.network.serve, name="network")
         try:

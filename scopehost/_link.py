@@ -129,7 +129,9 @@ class Link:
             )
         return delay
 
-    async def call(self, host: ScopeHost, scope_id: str, operation: str, args: tuple[Any, ...]) -> Any:
+    async def call(
+        self, host: ScopeHost, scope_id: str, operation: str, args: tuple[Any, ...]
+    ) -> Any:
         """Carry one operation to ``scope_id`` and its answer back, across both legs."""
         self._seq += 1
         call = LinkCall(self.name, self._seq, scope_id, operation, args)

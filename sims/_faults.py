@@ -8,6 +8,7 @@ world with two kinds shows.
 
 from __future__ import annotations
 
+import ast
 import random
 from typing import Literal, TypeAlias
 
@@ -54,13 +55,26 @@ class CrashDrive:
     down_ms: float = 0.0
 
 
+#: Where in the walk a pause strikes: at the start of the drive's ``nth`` pass (before its page
+#: read, which is not a step), before its ``nth`` step, inside its ``nth`` step just after the
+#: effect landed, or after the last step of its ``nth`` pass, before the outcome is written.
+PausePoint: TypeAlias = Literal["pass-start", "before-step", "after-effect", "before-outcome"]
+PAUSE_POINTS: tuple[PausePoint, ...] = (
+    "pass-start",
+    "before-step",
+    "after-effect",
+    "before-outcome",
+)
+
+
 @attrs.frozen(kw_only=True)
 class PauseDrive:
-    """Stop ``drive`` for ``ms`` before the ``nth`` step body it runs (a GC pause, a stuck call)."""
+    """Stop ``drive`` for ``ms`` at a point of its walk (a GC pause, a stuck call)."""
 
     drive: str
     nth: int
     ms: float
+    where: PausePoint = "before-step"
 
 
 @attrs.frozen(kw_only=True)
@@ -71,12 +85,18 @@ class StoreClockFault:
     drift: float = 0.0
 
 
+UpstreamKind: TypeAlias = Literal["any", "page", "object"]
+UPSTREAM_KINDS: tuple[UpstreamKind, ...] = ("any", "page", "object")
+
+
 @attrs.frozen(kw_only=True)
 class UpstreamFailure:
-    """The upstream system refuses calls ``first`` to ``first + count - 1`` (1-based), transiently."""
+    """The upstream system refuses its calls ``first`` to ``first + count - 1`` (1-based, counted
+    among the calls of kind ``what``: page reads, object fetches, or all), transiently."""
 
     first: int
     count: int = 1
+    what: UpstreamKind = "any"
 
 
 Fault: TypeAlias = (
@@ -91,7 +111,16 @@ FAULT_KINDS: tuple[type, ...] = (
     StoreClockFault,
     UpstreamFailure,
 )
-OPERATIONS = ("claim", "begin", "begin_step", "record_step", "commit_pass", "patch", "miss")
+OPERATIONS = (
+    "claim",
+    "begin",
+    "begin_step",
+    "record_step",
+    "commit_pass",
+    "patch",
+    "miss",
+    "invoke",
+)
 
 
 @attrs.frozen
@@ -105,6 +134,10 @@ class FaultPlan:
 
     def __len__(self) -> int:
         return len(self.faults)
+
+
+#: The plan of a world where nothing goes wrong.
+NO_FAULTS = FaultPlan()
 
 
 def boundary_delays(lease_ms: int, margin_ms: float) -> tuple[float, ...]:
@@ -175,7 +208,14 @@ def draw_plan(
                     )
                 )
             elif kind is PauseDrive:
-                faults.append(PauseDrive(drive=drive, nth=rng.randint(1, 6), ms=rng.choice(delays)))
+                faults.append(
+                    PauseDrive(
+                        drive=drive,
+                        nth=rng.randint(1, 6),
+                        ms=rng.choice(delays),
+                        where=rng.choice(PAUSE_POINTS),
+                    )
+                )
             elif kind is StoreClockFault:
                 faults.append(
                     StoreClockFault(
@@ -185,5 +225,41 @@ def draw_plan(
                 )
                 break  # one store clock
             elif kind is UpstreamFailure:
-                faults.append(UpstreamFailure(first=rng.randint(1, 20), count=rng.randint(1, 3)))
+                what: UpstreamKind = rng.choice(UPSTREAM_KINDS)
+                first = rng.randint(1, 6 if what == "page" else 20)
+                faults.append(UpstreamFailure(first=first, count=rng.randint(1, 3), what=what))
     return FaultPlan(tuple(faults))
+
+
+def plan_from_text(text: str) -> FaultPlan:
+    """A fault plan from its repr (what a sweep or a shrinker prints), read safely: only the fault
+    classes, keywords, numbers, strings and tuples are allowed, nothing is executed."""
+    names = {kind.__name__: kind for kind in (*FAULT_KINDS, FaultPlan)}
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as error:
+        raise ValueError(f"plan {text!r} is not Python: {error.msg}") from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if not (isinstance(node.func, ast.Name) and node.func.id in names):
+                raise ValueError(
+                    f"plan {text!r} calls something other than {', '.join(sorted(names))}"
+                )
+        elif not isinstance(
+            node,
+            ast.Expression
+            | ast.Name
+            | ast.keyword
+            | ast.Constant
+            | ast.Tuple
+            | ast.Load
+            | ast.UnaryOp
+            | ast.USub,
+        ):
+            raise ValueError(f"plan {text!r} holds a {type(node).__name__}, which a plan cannot")
+    value = eval(compile(tree, "<plan>", "eval"), {"__builtins__": {}}, names)
+    if isinstance(value, tuple):
+        value = FaultPlan(value)
+    if not isinstance(value, FaultPlan):
+        raise ValueError(f"plan {text!r} is a {type(value).__name__}, not a FaultPlan")
+    return value

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +28,18 @@ class Trace:
     events: list[dict[str, Any]] = attrs.field(factory=list)
     enabled: bool = True
     counts: dict[str, int] = attrs.field(factory=dict)
+    #: Called with every event as it happens, kept or not: a checker can run live over a world
+    #: too big to keep its trace.
+    listeners: list[Callable[[dict[str, Any]], None]] = attrs.field(factory=list)
 
     def record(self, event: str, fields: dict[str, Any]) -> None:
         self.counts[event] = self.counts.get(event, 0) + 1
+        entry = {"t": round(trio.current_time() * 1000.0, 3), "ev": event}
+        entry.update(fields)
         if self.enabled:
-            entry = {"t": round(trio.current_time() * 1000.0, 3), "ev": event}
-            entry.update(fields)
             self.events.append(entry)
+        for listener in self.listeners:
+            listener(entry)
 
     def of(self, *names: str) -> Iterator[dict[str, Any]]:
         wanted = set(names)

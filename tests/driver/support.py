@@ -52,7 +52,9 @@ def drive(
     )
 
 
-def start(payload: Any = None, *, instance: str = "default", subject: str | None = None) -> StartJobRunInput:
+def start(
+    payload: Any = None, *, instance: str = "default", subject: str | None = None
+) -> StartJobRunInput:
     return StartJobRunInput(
         module_id=MODULE, job=JOB, instance=instance, payload=payload, subject=subject
     )

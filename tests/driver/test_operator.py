@@ -11,7 +11,7 @@ from driver import JobRun, JobRunRow, admission_miss_warning, job_run_of
 from driver._drive import format_ms, pick_runs
 from driver._operator import ColumnDecodeError, decode_columns
 from driver._pass import step_result_json
-from driver._values import JobDueKey, JobRegistration, JobPassResult
+from driver._values import JobDueKey, JobPassResult, JobRegistration
 
 ROW = JobRunRow(
     id="01J00000000000000000000000",
@@ -30,6 +30,10 @@ ROW = JobRunRow(
     next_attempt_at=None,
     ended_at=None,
 )
+
+
+def with_columns(columns: dict[str, str]) -> JobRunRow:
+    return JobRunRow.from_row({**ROW.as_dict(), **columns})
 
 
 def test_job_run_of_decodes_a_whole_row() -> None:
@@ -63,12 +67,21 @@ def test_a_null_cursor_is_a_fact_not_a_failure() -> None:
 @pytest.mark.parametrize(
     ("columns", "decode_error"),
     [
-        ({"payload": "{nope"}, "payload is not valid JSON (Expecting property name enclosed in "
-         "double quotes: line 1 column 2 (char 1))"),
+        (
+            {"payload": "{nope"},
+            "payload is not valid JSON (Expecting property name enclosed in "
+            "double quotes: line 1 column 2 (char 1))",
+        ),
         ({"cursor": "["}, "cursor is not valid JSON (Expecting value: line 1 column 2 (char 1))"),
-        ({"counters": ""}, "counters is not valid JSON (Expecting value: line 1 column 1 (char 0))"),
+        (
+            {"counters": ""},
+            "counters is not valid JSON (Expecting value: line 1 column 1 (char 0))",
+        ),
         ({"counters": "[1]"}, "counters is JSON but not an object of finite numbers ([1])"),
-        ({"counters": '{"a":"x"}'}, 'counters is JSON but not an object of finite numbers ({"a":"x"})'),
+        (
+            {"counters": '{"a":"x"}'},
+            'counters is JSON but not an object of finite numbers ({"a":"x"})',
+        ),
         (
             {"payload": "", "cursor": "x"},
             "payload is not valid JSON (Expecting value: line 1 column 1 (char 0)); "
@@ -77,12 +90,12 @@ def test_a_null_cursor_is_a_fact_not_a_failure() -> None:
     ],
 )
 def test_job_run_of_is_tolerant_and_says_json(columns: dict[str, str], decode_error: str) -> None:
-    run = job_run_of(attrs.evolve(ROW, **columns))
+    run = job_run_of(with_columns(columns))
     assert (run.payload, run.cursor, run.counters) == (None, None, {})
     assert run.decode_error == decode_error
     assert (run.status, run.attempts, run.last_error) == ("running", 1, "upstream 503")
     with pytest.raises(ColumnDecodeError, match=r"^.*JSON.*$"):
-        decode_columns(attrs.evolve(ROW, **columns))
+        decode_columns(with_columns(columns))
 
 
 def test_the_admission_miss_warning_is_the_designs_text() -> None:

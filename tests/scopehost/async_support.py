@@ -7,7 +7,9 @@ from driver import JobRunKey, JobRunRow
 STARTED = "2026-10-04T12:00:00.000Z"
 
 
-def new_row(run_id: str, *, module_id: str = "mod", job: str = "walk", instance: str = "default") -> JobRunRow:
+def new_row(
+    run_id: str, *, module_id: str = "mod", job: str = "walk", instance: str = "default"
+) -> JobRunRow:
     return JobRunRow(
         id=run_id,
         module_id=module_id,

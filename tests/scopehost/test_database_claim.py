@@ -1,4 +1,4 @@
-"""The claim: one compare-and-set decides which drive runs a due run's pass, by the store's clock."""
+"""The claim: one compare-and-set decides which drive runs a due run's pass, by the store clock."""
 
 from __future__ import annotations
 
@@ -132,7 +132,9 @@ def test_the_claim_does_not_touch_the_admission_miss_count() -> None:
     ("lease_ms", "shown"),
     [(-5, "-5"), (0, "0"), (1.5, "1.5"), (True, "True"), (None, "None"), ("1000", "'1000'")],
 )
-def test_a_lease_that_is_not_a_positive_whole_number_is_refused(lease_ms: object, shown: str) -> None:
+def test_a_lease_that_is_not_a_positive_whole_number_is_refused(
+    lease_ms: object, shown: str
+) -> None:
     db = open_db()
     started(db)
     with pytest.raises(

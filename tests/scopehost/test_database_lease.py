@@ -23,7 +23,7 @@ from .store_support import (
 MARGIN_MS = LEASE_MS * 0.25
 
 
-# -- BEGIN ------------------------------------------------------------------------------------------
+# -- BEGIN ----------------------------------------------------------------------------------------
 
 
 def test_begin_with_exactly_the_margin_left_fails() -> None:
@@ -92,7 +92,7 @@ def test_a_margin_that_is_not_a_finite_non_negative_number_is_refused(
     assert read(db).lease_began_at is None
 
 
-# -- patch and commit -------------------------------------------------------------------------------
+# -- patch and commit -----------------------------------------------------------------------------
 
 
 def test_the_holders_patch_lands_and_releases_the_lease() -> None:
@@ -185,6 +185,7 @@ def test_a_refused_commit_keeps_the_ledger_of_the_pass_that_took_over() -> None:
 def test_a_patch_with_a_status_the_spec_does_not_have_is_refused(status: object) -> None:
     db = open_db()
     started(db)
+    patch = attrs.evolve(done_patch(), status=status)  # type: ignore[arg-type]
     with pytest.raises(
         ValidationFailed,
         match=(
@@ -192,7 +193,7 @@ def test_a_patch_with_a_status_the_spec_does_not_have_is_refused(status: object)
             r"'running', 'done', 'failed'$"
         ),
     ):
-        db.commit_pass("run-1", attrs.evolve(done_patch(), status=status), None, now=T0)
+        db.commit_pass("run-1", patch, None, now=T0)
     assert read(db).status == "running"
 
 
@@ -209,14 +210,16 @@ def test_a_patch_with_negative_attempts_is_refused() -> None:
         db.patch("run-1", attrs.evolve(done_patch(), attempts=-1), None, now=T0)
 
 
-# -- step boundaries --------------------------------------------------------------------------------
+# -- step boundaries ------------------------------------------------------------------------------
 
 
 def test_a_step_boundary_renews_the_lease_from_the_store_now_and_reads_the_step() -> None:
     db = open_db()
     started(db)
     claimed_and_begun(db)
-    assert db.record_step("run-1", "fetch", '{"n":1}', 1, None, at(100), "owner-1", 500, now=at(100))
+    assert db.record_step(
+        "run-1", "fetch", '{"n":1}', 1, None, at(100), "owner-1", 500, now=at(100)
+    )
     assert read(db).next_attempt_at == at(600)
 
     boundary = db.begin_step("run-1", "fetch", "owner-1", LEASE_MS, now=at(900))
@@ -294,7 +297,10 @@ def test_a_step_attempt_is_recorded_over_the_last_one() -> None:
             r"^attempts is -1; a step's attempts is a whole number of 0 or more$",
         ),
         ({"result": 1}, r"^result is 1; a step result is JSON text or None$"),
-        ({"last_error": ValueError("x")}, r"^last_error is ValueError\('x'\); pass the error text or None$"),
+        (
+            {"last_error": ValueError("x")},
+            r"^last_error is ValueError\('x'\); pass the error text or None$",
+        ),
         (
             {"at": "yesterday"},
             r"^at is 'yesterday'; store times are ISO-8601 UTC with milliseconds and Z, "

@@ -54,7 +54,9 @@ async def test_a_dropped_request_never_runs(autojump_clock: trio.testing.MockClo
         assert await stub.list(JobRunFilter()) == []
 
 
-async def test_a_dropped_reply_leaves_the_write_done(autojump_clock: trio.testing.MockClock) -> None:
+async def test_a_dropped_reply_leaves_the_write_done(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     async with open_scope_host() as host:
         link = Link(request_ms=10, reply_ms=10)
         link.drop_replies(times=1)
@@ -113,7 +115,9 @@ async def test_delays_drawn_from_the_links_random_source_replay(
 
     async def elapsed(seed: int) -> float:
         async with open_scope_host() as host:
-            stub = host.stub("s1", link=Link(request_ms=jitter, reply_ms=jitter, rng=random.Random(seed)))
+            stub = host.stub(
+                "s1", link=Link(request_ms=jitter, reply_ms=jitter, rng=random.Random(seed))
+            )
             begun = trio.current_time()
             await stub.list(JobRunFilter())
             await stub.list(JobRunFilter())

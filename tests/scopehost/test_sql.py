@@ -76,7 +76,9 @@ def test_each_value_constant_the_spec_declares_matches_the_driver(name: str) -> 
     assert getattr(driver, name) == SPEC[name]
 
 
-@pytest.mark.parametrize("name", sorted(set(SPEC_STATEMENTS) - {"JOB_RUN_DDL"} | {*DESIGN_STATEMENTS}))
+@pytest.mark.parametrize(
+    "name", sorted(set(SPEC_STATEMENTS) - {"JOB_RUN_DDL"} | {*DESIGN_STATEMENTS})
+)
 def test_each_statement_prepares_against_the_schema(name: str) -> None:
     conn = open_db().connection
     params = getattr(_sql, name).count("?")

@@ -1,0 +1,614 @@
+"""Invariant checks over a trace: the spec's safety properties, reported in words.
+
+The checker replays the trace against a small model of each run, in the order the store executed
+things (a trace is written by one thread, so its order is the real order). Every claim, BEGIN,
+renewal, step record, outcome and miss the store ACCEPTED is held to the spec's rules; every handler
+invocation is matched with the BEGIN that licensed it; every overlap of two passes of one run is
+either placed in a window the spec documents (and explained), or reported as a violation.
+
+A finding is a sentence about what happened, when, and against which lease, so a violation can be
+read without opening the trace; the seed and the replay command come from whoever ran the world.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import attrs
+
+from driver import JOB_ERASED_FINISHED_NOTE, JOB_ERASED_RUNNING_NOTE, iso_from_ms, parse_iso_ms
+
+from ._trace import Trace
+
+Verdict = Literal["violation", "explained"]
+
+
+@attrs.frozen
+class Finding:
+    """One thing a check saw: a violation of the spec, or an overlap the spec allows, explained."""
+
+    check: str
+    verdict: Verdict
+    run: str | None
+    t: float
+    text: str
+
+    def line(self) -> str:
+        where = f" run {short(self.run)}" if self.run else ""
+        return f"[{self.verdict}] {self.check}{where} at {self.t:g} ms: {self.text}"
+
+
+@attrs.frozen
+class CheckReport:
+    findings: tuple[Finding, ...]
+
+    @property
+    def violations(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.verdict == "violation")
+
+    @property
+    def explained(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.verdict == "explained")
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def explained_of(self, check: str) -> int:
+        return sum(1 for f in self.explained if f.check == check)
+
+
+def short(run_id: str | None) -> str:
+    """The tail of a ULID, which is what differs between runs minted in one millisecond."""
+    return "-" if run_id is None else run_id[-6:]
+
+
+@attrs.define
+class _Pass:
+    """One claim's pass, as the trace shows it."""
+
+    owner: str
+    run: str
+    drive: str
+    claim_t: float
+    claim_store_ms: int
+    lease_ms: int
+    begin_t: float | None = None
+    begin_store_ms: int | None = None
+    begin_delivered_t: float | None = None
+    begin_reply_lost: bool = False
+    invoke_t: float | None = None
+    end_t: float | None = None
+    crashed: bool = False
+    exhausted: bool = False
+    last_renewal_store_ms: int = 0
+    recorded: set[str] = attrs.field(factory=set)
+
+
+@attrs.define
+class _Run:
+    """The checker's model of one run row."""
+
+    id: str
+    key: tuple[str, str, str]
+    status: str = "running"
+    owner: str | None = None
+    began: bool = False
+    attempts: int = 0
+    misses: int = 0
+    next_at: int | None = None
+    ledger: set[str] = attrs.field(factory=set)
+    failed_by: str | None = None
+    payload: Any = None
+
+
+class TraceChecker:
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+        self.runs: dict[str, _Run] = {}
+        self.passes: dict[str, _Pass] = {}
+        self.passes_of: dict[str, list[_Pass]] = defaultdict(list)
+        self.effects: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
+        self.end_t = 0.0
+        self.end_runs: list[dict[str, Any]] = []
+        self.begin_calls: dict[tuple[str, int], _Pass] = {}
+        # Only the send leg carries the arguments; the exec leg is matched to it by (link, seq).
+        self.sent: dict[tuple[str, int], Any] = {}
+
+    def violation(self, check: str, run: str | None, t: float, text: str) -> None:
+        self.findings.append(Finding(check, "violation", run, t, text))
+
+    def report(self, *, settles: bool) -> CheckReport:
+        self.conclude(settles=settles)
+        return CheckReport(tuple(self.findings))
+
+    def explained(self, check: str, run: str | None, t: float, text: str) -> None:
+        self.findings.append(Finding(check, "explained", run, t, text))
+
+    # -- replay ---------------------------------------------------------------------------------
+
+    def feed(self, events: Iterable[dict[str, Any]]) -> None:
+        for event in events:
+            self.observe(event)
+
+    def observe(self, event: dict[str, Any]) -> None:
+        """Take one event, in trace order (usable live, as a trace listener)."""
+        name = event["ev"]
+        if name == "rpc.exec" and "result" in event:
+            args = self.sent.pop((event["link"], event["seq"]), [])
+            handler = getattr(self, "exec_" + event["op"], None)
+            if handler is not None:
+                handler(event, args)
+        elif name == "rpc.exec":
+            self.sent.pop((event["link"], event["seq"]), None)
+        elif name in ("rpc.deliver", "rpc.drop"):
+            self.sent.pop((event["link"], event["seq"]), None)
+            self.leg_end(event)
+        elif name == "rpc.send":
+            self.sent[(event["link"], event["seq"])] = event["args"]
+        else:
+            handler = getattr(self, "on_" + name.replace(".", "_"), None)
+            if handler is not None:
+                handler(event)
+        self.end_t = event["t"]
+
+    def model(self, run_id: str, row: dict[str, Any] | None = None) -> _Run:
+        run = self.runs.get(run_id)
+        if run is None:
+            key = (row["module_id"], row["job"], row["instance"]) if row else ("?", "?", "?")
+            run = _Run(run_id, key)
+            if row is not None:
+                self.sync_row(run, row)
+            self.runs[run_id] = run
+        return run
+
+    @staticmethod
+    def sync_row(run: _Run, row: dict[str, Any]) -> None:
+        run.status = row["status"]
+        run.owner = row.get("lease_owner")
+        run.began = row.get("lease_began_at") is not None
+        run.attempts = row["attempts"]
+        run.misses = row.get("admission_misses") or 0
+        next_at = row.get("next_attempt_at")
+        run.next_at = parse_iso_ms(next_at) if next_at else None
+
+    # -- store operations, as the store executed them ---------------------------------------------
+
+    def exec_start_or_join(self, event: dict[str, Any], args: list[Any]) -> None:
+        row, candidate = event["result"], args[1]
+        if row is None or row["id"] != candidate["id"]:
+            return
+        key = (row["module_id"], row["job"], row["instance"])
+        live = [r.id for r in self.runs.values() if r.key == key and r.status == "running"]
+        if live:
+            self.violation(
+                "one-live-run-per-key",
+                row["id"],
+                event["t"],
+                f"start inserted run {short(row['id'])} while run {short(live[0])} was live for "
+                f"the same key {'/'.join(key)}; a start against a live key must join it",
+            )
+        run = self.model(row["id"], row)
+        run.payload = candidate.get("payload")
+
+    def exec_claim(self, event: dict[str, Any], args: list[Any]) -> None:
+        result = event["result"]
+        if result is None:
+            return
+        run_id, owner, lease_ms = args[0], args[1], args[2]
+        row, takeover = result["run"], result["takeover"]
+        t, now = event["t"], parse_iso_ms(event["store_at"])
+        run = self.model(run_id, row)
+        if run.next_at is not None and run.next_at > now:
+            held = f"held by {short(run.owner)} " if run.owner else ""
+            self.violation(
+                "claim-only-when-due",
+                run_id,
+                t,
+                f"drive {event['link']} claimed the run at store time {event['store_at']} though "
+                f"it was {held}not due until {_iso(run.next_at)}: a live lease was taken",
+            )
+        if takeover != run.began:
+            self.violation(
+                "attempts-charged",
+                run_id,
+                t,
+                f"the claim by {short(owner)} reported takeover={takeover}, but the lease it "
+                f"replaced had {'' if run.began else 'not '}begun",
+            )
+        expected = run.attempts + (1 if run.began else 0)
+        if row["attempts"] != expected:
+            self.violation(
+                "attempts-charged",
+                run_id,
+                t,
+                f"the claim by {short(owner)} left attempts={row['attempts']}; the spec charges "
+                f"{expected} ({run.attempts} before, +1 only for taking over a BEGUN lease)",
+            )
+        if (row.get("admission_misses") or 0) != run.misses:
+            self.violation(
+                "admission-misses",
+                run_id,
+                t,
+                f"the claim found admission_misses={row.get('admission_misses')}, but "
+                f"{run.misses} consecutive misses had been recorded since the last BEGIN",
+            )
+        self.sync_row(run, row)
+        new = _Pass(owner, run_id, event["link"], t, now, lease_ms, last_renewal_store_ms=now)
+        self.passes[owner] = new
+        self.passes_of[run_id].append(new)
+
+    def _holder_check(self, event: dict[str, Any], run: _Run, owner: str, what: str) -> bool:
+        if run.owner == owner:
+            return True
+        self.violation(
+            "no-write-after-lease-lost",
+            run.id,
+            event["t"],
+            f"{what} by pass {short(owner)} (drive {event['link']}) was accepted at "
+            f"{event['store_at']} although the run was held by {short(run.owner)}",
+        )
+        return False
+
+    def exec_begin(self, event: dict[str, Any], args: list[Any]) -> None:
+        run_id, owner, margin_ms = args[0], args[1], args[2]
+        pass_ = self.passes.get(owner)
+        if pass_ is not None:
+            self.begin_calls[(event["link"], event["seq"])] = pass_
+        if event["result"] is not True:
+            return
+        run = self.model(run_id)
+        now = parse_iso_ms(event["store_at"])
+        self._holder_check(event, run, owner, "BEGIN")
+        if run.next_at is None or run.next_at - now <= margin_ms:
+            left = "no" if run.next_at is None else f"{run.next_at - now} ms of"
+            self.violation(
+                "begin-margin",
+                run_id,
+                event["t"],
+                f"BEGIN of {short(owner)} wrote with {left} lease left, not more than the "
+                f"margin of {margin_ms:g} ms",
+            )
+        run.began, run.misses = True, 0
+        if pass_ is not None:
+            pass_.begin_t, pass_.begin_store_ms = event["t"], now
+            pass_.last_renewal_store_ms = now
+
+    def exec_miss(self, event: dict[str, Any], args: list[Any]) -> None:
+        result = event["result"]
+        if result is None:
+            return
+        run_id, owner = args[0], args[1]
+        run = self.model(run_id)
+        self._holder_check(event, run, owner, "an admission miss")
+        if run.began:
+            self.violation(
+                "admission-misses",
+                run_id,
+                event["t"],
+                f"a miss was recorded for {short(owner)} after its pass had begun",
+            )
+        if result["misses"] != run.misses + 1:
+            self.violation(
+                "admission-misses",
+                run_id,
+                event["t"],
+                f"the miss made the count {result['misses']}, not {run.misses + 1}: misses must "
+                "count consecutively from the last BEGIN",
+            )
+        run.misses, run.owner, run.began = result["misses"], None, False
+        if result["failed"]:
+            run.status, run.failed_by, run.next_at = "failed", "admission exhaustion", None
+
+    def _renew(self, event: dict[str, Any], run: _Run, owner: str, lease_ms: int) -> None:
+        now = parse_iso_ms(event["store_at"])
+        run.next_at = now + lease_ms
+        pass_ = self.passes.get(owner)
+        if pass_ is not None:
+            pass_.last_renewal_store_ms = now
+
+    def exec_begin_step(self, event: dict[str, Any], args: list[Any]) -> None:
+        result = event["result"]
+        if not result["held"]:
+            return
+        run_id, step, owner, lease_ms = args
+        run = self.model(run_id)
+        if not self._holder_check(event, run, owner, f"the renewal before step {step!r}"):
+            return
+        self._renew(event, run, owner, lease_ms)
+        row = result["row"]
+        if row is not None and row["result"] is not None and step not in run.ledger:
+            self.violation(
+                "ledger-one-pass",
+                run_id,
+                event["t"],
+                f"step {step!r} read a completed memo that no pass since the last commit "
+                "recorded: the ledger held a finished pass's rows",
+            )
+
+    def exec_record_step(self, event: dict[str, Any], args: list[Any]) -> None:
+        if event["result"] is not True:
+            return
+        run_id, step, result, owner, lease_ms = args[0], args[1], args[2], args[6], args[7]
+        run = self.model(run_id)
+        if not self._holder_check(event, run, owner, f"recording step {step!r}"):
+            return
+        self._renew(event, run, owner, lease_ms)
+        if result is not None:
+            run.ledger.add(step)
+            pass_ = self.passes.get(owner)
+            if pass_ is not None:
+                pass_.recorded.add(step)
+
+    def _outcome(self, event: dict[str, Any], args: list[Any], *, commit: bool) -> None:
+        if event["result"] is not True:
+            return
+        run_id, patch, owner = args
+        run = self.model(run_id)
+        self._holder_check(event, run, owner, "the commit" if commit else "the outcome")
+        run.status, run.attempts = patch["status"], patch["attempts"]
+        run.owner, run.began = None, False
+        run.next_at = parse_iso_ms(patch["next_attempt_at"]) if patch["next_attempt_at"] else None
+        if commit:
+            run.ledger.clear()
+        if run.status == "failed":
+            pass_ = self.passes.get(owner)
+            run.failed_by = (
+                "takeover exhaustion" if pass_ is not None and pass_.exhausted else "a failed pass"
+            )
+
+    def exec_patch(self, event: dict[str, Any], args: list[Any]) -> None:
+        self._outcome(event, args, commit=False)
+
+    def exec_commit_pass(self, event: dict[str, Any], args: list[Any]) -> None:
+        self._outcome(event, args, commit=True)
+
+    def exec_invoke(self, event: dict[str, Any], args: list[Any]) -> None:
+        if args and args[0] == "record" and event.get("result") is not None:
+            key = str(args[1].get("key"))
+            self.effects[key].append((event["link"], key, event["t"]))
+
+    # -- legs, kernel and world events ----------------------------------------------------------
+
+    def leg_end(self, event: dict[str, Any]) -> None:
+        if event["op"] != "begin":
+            return
+        pass_ = self.begin_calls.get((event["link"], event["seq"]))
+        if pass_ is None or event.get("result") is not True:
+            return
+        if event["ev"] == "rpc.deliver":
+            pass_.begin_delivered_t = event["t"]
+        else:
+            pass_.begin_reply_lost = True
+
+    def on_handler_invoke(self, event: dict[str, Any]) -> None:
+        pass_ = self.passes.get(event["owner"])
+        if pass_ is None or pass_.begin_t is None:
+            self.violation(
+                "handler-iff-begin",
+                event["run"],
+                event["t"],
+                f"drive {event['drive']} invoked the handler for pass {short(event['owner'])} "
+                "with no BEGIN written for it",
+            )
+            return
+        pass_.invoke_t = event["t"]
+        self.model(event["run"]).failed_by = None
+
+    def on_handler_end(self, event: dict[str, Any]) -> None:
+        pass_ = self.passes.get(event["owner"])
+        if pass_ is not None and pass_.end_t is None:
+            pass_.end_t = event["t"]
+
+    on_pass_outcome = on_handler_end
+
+    def on_takeover_exhausted(self, event: dict[str, Any]) -> None:
+        pass_ = self.passes.get(event["owner"])
+        if pass_ is not None:
+            pass_.exhausted = True
+
+    def on_fault_crash(self, event: dict[str, Any]) -> None:
+        for pass_ in self.passes.values():
+            if pass_.drive == event["drive"] and pass_.end_t is None:
+                pass_.crashed = True
+                if pass_.invoke_t is not None or pass_.begin_t is not None:
+                    pass_.end_t = event["t"]
+
+    def on_world_sync(self, event: dict[str, Any]) -> None:
+        for row in event["runs"]:
+            run = self.model(row["id"], row)
+            self.sync_row(run, row)
+            if (row.get("last_error") or "") in (JOB_ERASED_RUNNING_NOTE, JOB_ERASED_FINISHED_NOTE):
+                run.failed_by = "erasure"
+
+    def on_world_end(self, event: dict[str, Any]) -> None:
+        for rows in event["runs"].values():
+            self.end_runs.extend(rows)
+
+    # -- conclusions ----------------------------------------------------------------------------
+
+    def conclude(self, *, settles: bool) -> None:
+        for run_id, passes in self.passes_of.items():
+            self.begins_without_handler(passes)
+            self.overlaps(run_id, passes)
+        self.failed_without_invocation()
+        self.duplicate_effects()
+        if settles:
+            for row in self.end_runs:
+                if row["status"] == "running":
+                    self.violation(
+                        "runs-settle",
+                        row["id"],
+                        self.end_t,
+                        f"the run is still running at the end (attempts {row['attempts']}, "
+                        f"last error {row['last_error']!r}) though the faults were bounded",
+                    )
+
+    def begins_without_handler(self, passes: list[_Pass]) -> None:
+        for p in passes:
+            if p.begin_t is None or p.invoke_t is not None:
+                continue
+            if p.begin_reply_lost:
+                self.explained(
+                    "handler-iff-begin",
+                    p.run,
+                    p.begin_t,
+                    f"BEGIN of {short(p.owner)} (drive {p.drive}) was written but its reply was "
+                    "lost, so the handler never ran; the pass counts as begun and a takeover "
+                    "charges it (the spec: a crash between BEGIN and the handler)",
+                )
+            elif p.crashed:
+                self.explained(
+                    "handler-iff-begin",
+                    p.run,
+                    p.begin_t,
+                    f"drive {p.drive} was killed between BEGIN of {short(p.owner)} and its "
+                    "handler; the pass counts as begun and a takeover charges it",
+                )
+            elif p.begin_delivered_t is None:
+                self.explained(
+                    "handler-iff-begin",
+                    p.run,
+                    p.begin_t,
+                    f"BEGIN of {short(p.owner)} (drive {p.drive}) was written and its reply was "
+                    "still in flight when the world ended",
+                )
+            else:
+                self.violation(
+                    "handler-iff-begin",
+                    p.run,
+                    p.begin_t,
+                    f"BEGIN of {short(p.owner)} (drive {p.drive}) wrote and its reply arrived at "
+                    f"{p.begin_delivered_t:g} ms, but the handler was never invoked",
+                )
+
+    def overlaps(self, run_id: str, passes: list[_Pass]) -> None:
+        """A double run: two passes of one run both invoked the handler, and the older one's
+        handler was still running (or not yet started) when the newer one claimed the run."""
+        ran = sorted((p for p in passes if p.invoke_t is not None), key=lambda p: p.claim_t)
+        for i, stale in enumerate(ran):
+            for fresh in ran[i + 1 :]:
+                if _end(stale, self.end_t) <= fresh.claim_t:
+                    continue
+                self.classify_overlap(run_id, stale, fresh)
+
+    def classify_overlap(self, run_id: str, stale: _Pass, fresh: _Pass) -> None:
+        assert stale.invoke_t is not None
+        assert fresh.invoke_t is not None
+        start = min(stale.invoke_t, fresh.invoke_t)
+        both = (
+            f"double run: pass {short(stale.owner)} (drive {stale.drive}) ran the handler from "
+            f"{stale.invoke_t:g} to {_end(stale, self.end_t):g} ms and pass "
+            f"{short(fresh.owner)} (drive {fresh.drive}) from {fresh.invoke_t:g} to "
+            f"{_end(fresh, self.end_t):g} ms, on one run"
+        )
+        expiry = stale.last_renewal_store_ms + stale.lease_ms
+        if fresh.claim_store_ms < expiry:
+            self.violation(
+                "double-run",
+                run_id,
+                start,
+                f"{both}, and the takeover came at {_iso(fresh.claim_store_ms)} before the stale "
+                f"lease expired at {_iso(expiry)}: no window of the spec allows that",
+            )
+        elif stale.invoke_t >= fresh.claim_t:
+            late = (stale.begin_delivered_t or stale.invoke_t) - (stale.begin_t or stale.claim_t)
+            self.explained(
+                "double-run",
+                run_id,
+                start,
+                f"{both}. Late BEGIN reply: {short(stale.owner)}'s BEGIN was written at "
+                f"{stale.begin_t:g} ms and its reply took {late:g} ms, past the margin, so its "
+                f"lease expired at {_iso(expiry)} and drive {fresh.drive} took the run over at "
+                f"{_iso(fresh.claim_store_ms)} before the stale handler even started. The stale "
+                "pass stops at its next step boundary or outcome (the spec's at-least-once window)",
+            )
+        else:
+            gap = fresh.claim_store_ms - stale.last_renewal_store_ms
+            self.explained(
+                "double-run",
+                run_id,
+                start,
+                f"{both}. A stretch longer than the lease: {short(stale.owner)} went {gap} ms of "
+                f"store time without reaching a step boundary (lease {stale.lease_ms} ms), so "
+                f"drive {fresh.drive} took the run over; the stale pass stops at its next step "
+                "boundary or outcome (the spec's at-least-once window)",
+            )
+
+    def failed_without_invocation(self) -> None:
+        for row in self.end_runs:
+            if row["status"] != "failed":
+                continue
+            run_id = row["id"]
+            if any(p.invoke_t is not None for p in self.passes_of.get(run_id, [])):
+                continue
+            reason = self.runs[run_id].failed_by if run_id in self.runs else None
+            if reason in ("admission exhaustion", "erasure"):
+                self.explained(
+                    "failed-without-invocation",
+                    run_id,
+                    self.end_t,
+                    f"the run failed with no handler ever invoked, by {reason}: "
+                    f"{row['last_error']!r}",
+                )
+            elif reason == "takeover exhaustion":
+                self.explained(
+                    "failed-without-invocation",
+                    run_id,
+                    self.end_t,
+                    "the run failed with no handler ever invoked, by takeover exhaustion: every "
+                    "begun pass died between BEGIN and its handler (a lost BEGIN reply or a crash)",
+                )
+            else:
+                self.violation(
+                    "failed-without-invocation",
+                    run_id,
+                    self.end_t,
+                    f"the run failed with no handler ever invoked and no reason the spec gives: "
+                    f"{row['last_error']!r}",
+                )
+
+    def duplicate_effects(self) -> None:
+        recorded_by: dict[str, int] = defaultdict(int)
+        for p in self.passes.values():
+            for step in p.recorded:
+                recorded_by[f"{p.run}/{step.removeprefix('object-')}"] += 1
+        for key, effects in self.effects.items():
+            if len(effects) < 2:
+                continue
+            drives = ", ".join(sorted({drive for drive, _, _ in effects}))
+            if recorded_by[key] <= 1:
+                self.explained(
+                    "effects",
+                    key.split("/")[0],
+                    effects[1][2],
+                    f"effect {key} landed {len(effects)} times (drives {drives}) but its step "
+                    "was recorded at most once: the at-least-once window of a step body (an "
+                    "effect that landed before its step was recorded)",
+                )
+            else:
+                self.violation(
+                    "effects",
+                    key.split("/")[0],
+                    effects[1][2],
+                    f"effect {key} landed {len(effects)} times and its step was recorded "
+                    f"{recorded_by[key]} times: a completed step ran again",
+                )
+
+
+def _end(p: _Pass, default: float) -> float:
+    return p.end_t if p.end_t is not None else default
+
+
+def _iso(ms: int) -> str:
+    return iso_from_ms(ms)
+
+
+def check_trace(trace: Trace, *, settles: bool = True) -> CheckReport:
+    """Every check over ``trace``; ``settles`` says the faults were bounded, so every run must have
+    ended ``done`` or ``failed`` by the end."""
+    checker = TraceChecker()
+    checker.feed(trace.events)
+    return checker.report(settles=settles)

@@ -1,0 +1,157 @@
+"""Exploring fault plans with Hypothesis, and shrinking a violation to its smallest cause.
+
+Hypothesis draws whole fault plans (the world's seed stays fixed, so the plan is the only thing
+that varies); when a plan makes a check report a violation, Hypothesis shrinks it — fewer faults,
+earlier kinds, smaller numbers — to the smallest plan that still does, and that plan prints as a
+command and as code that replay it.
+
+Strategies list the leg faults first because they shrink towards the first alternative: a
+violation that one late or dropped leg can cause is reported as that one leg.
+"""
+
+from __future__ import annotations
+
+import attrs
+from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
+
+from driver import JOB_LEASE_ENTRY_MARGIN
+from scopehost import DatabaseFactory
+
+from ._faults import (
+    OPERATIONS,
+    PAUSE_POINTS,
+    UPSTREAM_KINDS,
+    CrashDrive,
+    DelayLeg,
+    DropLeg,
+    Evict,
+    Fault,
+    FaultPlan,
+    PauseDrive,
+    StoreClockFault,
+    UpstreamFailure,
+    boundary_delays,
+)
+from ._mutants import MUTANTS
+from ._outcome import Simulation
+from ._simulate import simulate
+
+
+def fault_plans(
+    *,
+    drives: tuple[str, ...] = ("cron", "alarm"),
+    scopes: tuple[str, ...] = ("scope-1", "scope-2"),
+    lease_ms: int = 1_000,
+    max_faults: int = 4,
+    legs_only: bool = False,
+) -> st.SearchStrategy[FaultPlan]:
+    """Fault plans over a world's drives and scopes, with delays at the spec's boundaries;
+    ``legs_only`` draws only late and dropped legs."""
+    delays = st.sampled_from(boundary_delays(lease_ms, lease_ms * JOB_LEASE_ENTRY_MARGIN))
+    drive = st.sampled_from(drives)
+    legs = st.sampled_from(("request", "reply"))
+    operation = st.sampled_from(OPERATIONS)
+    nth = st.integers(1, 4)
+    when = st.integers(0, 30).map(lambda s: s * 1_000.0)
+    leg_fault: st.SearchStrategy[Fault] = st.one_of(
+        st.builds(DelayLeg, drive=drive, operation=operation, nth=nth, leg=legs, ms=delays),
+        st.builds(DropLeg, drive=drive, operation=operation, nth=nth, leg=legs),
+    )
+    if legs_only:
+        return st.lists(leg_fault, max_size=max_faults).map(lambda faults: FaultPlan(tuple(faults)))
+    fault: st.SearchStrategy[Fault] = st.one_of(
+        leg_fault,
+        st.builds(
+            PauseDrive,
+            drive=drive,
+            nth=st.integers(1, 6),
+            ms=delays,
+            where=st.sampled_from(PAUSE_POINTS),
+        ),
+        st.builds(Evict, scope=st.sampled_from(scopes), at_ms=when),
+        st.builds(CrashDrive, drive=drive, at_ms=when, down_ms=st.sampled_from((0.0, 2_000.0))),
+        st.builds(
+            UpstreamFailure,
+            first=st.integers(1, 20),
+            count=st.integers(1, 3),
+            what=st.sampled_from(UPSTREAM_KINDS),
+        ),
+        st.builds(
+            StoreClockFault,
+            skew_ms=st.sampled_from((0.0, 100.0, -100.0)),
+            drift=st.sampled_from((0.0, 0.01, -0.01)),
+        ),
+    )
+    return st.lists(fault, max_size=max_faults).map(lambda faults: FaultPlan(tuple(faults)))
+
+
+@attrs.frozen
+class Exploration:
+    """The smallest plan Hypothesis found that makes a check report a violation."""
+
+    scenario: str
+    seed: int
+    mutant: str | None
+    plan: FaultPlan
+    simulation: Simulation
+
+    def command(self) -> str:
+        mutant = f" --mutant {self.mutant}" if self.mutant else ""
+        return (
+            f'python -m sims run {self.scenario} --seed {self.seed}{mutant} --plan "{self.plan!r}"'
+        )
+
+    def code(self) -> str:
+        """The shrunk failure as a runnable scenario: paste it into a test."""
+        database = f', database=MUTANTS["{self.mutant}"]' if self.mutant else ""
+        return (
+            "from sims import *\n"
+            f"simulation = simulate({self.scenario!r}, {self.seed}, plan={self.plan!r}{database})\n"
+            "assert simulation.report.ok, simulation.report.violations"
+        )
+
+
+def explore_plans(
+    scenario: str = "random",
+    *,
+    seed: int = 1,
+    mutant: str | None = None,
+    max_examples: int = 300,
+    max_faults: int = 4,
+) -> Exploration | None:
+    """Search fault plans for one under which a check reports a violation, and shrink it.
+    None when ``max_examples`` plans found nothing. Deterministic: Hypothesis is derandomized."""
+    database: DatabaseFactory | None = MUTANTS[mutant] if mutant is not None else None
+
+    def violates(plan: FaultPlan) -> bool:
+        return bool(simulate(scenario, seed, plan=plan, database=database).report.violations)
+
+    # Simplest causes first: the shrinker improves a plan locally and cannot always get from a
+    # three-fault plan to a different single fault, so one late or dropped leg is searched for
+    # first, then any one fault, then larger plans.
+    stages = (
+        fault_plans(max_faults=1, legs_only=True),
+        fault_plans(max_faults=1),
+        fault_plans(max_faults=max_faults),
+    )
+    for strategy in stages:
+        try:
+            plan = find(
+                strategy,
+                violates,
+                settings=settings(
+                    max_examples=max_examples // len(stages),
+                    derandomize=True,
+                    database=None,
+                    deadline=None,
+                    phases=(Phase.generate, Phase.shrink),
+                    suppress_health_check=list(HealthCheck),
+                ),
+            )
+        except NoSuchExample:
+            continue
+        simulation = simulate(scenario, seed, plan=plan, database=database)
+        return Exploration(scenario, seed, mutant, plan, simulation)
+    return None

@@ -1,0 +1,141 @@
+"""Running a world: the seed goes into Trio's scheduler and every stream before anything runs.
+
+``run_world`` is synchronous: it owns its ``trio.run``, with a ``MockClock`` that jumps as soon as
+every task is blocked, so a simulated hour costs what its events cost and nothing more.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+import trio.testing
+
+from driver import JobRun
+from scopehost import DatabaseFactory, ScopeDatabase, StoreClock, describe, open_scope_host
+
+from ._checks import CheckReport, TraceChecker
+from ._faults import NO_FAULTS, FaultPlan, StoreClockFault, UpstreamFailure
+from ._trace import Trace
+from ._upstream import Upstream
+from ._world import World
+
+
+def seed_scheduler(seed: int) -> None:
+    """Make Trio's scheduler a function of ``seed`` (design.md §5): deterministic batches, shuffled
+    by a random source seeded here, before each ``trio.run``."""
+    trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+    trio._core._run._r.seed(seed)
+
+
+@attrs.frozen(kw_only=True)
+class WorldSetup:
+    """What a world is made of before its scenario drives it."""
+
+    scopes: tuple[str, ...] = ("scope-1",)
+    lease_ms: int = 1_000
+    objects: int = 10
+    plan: FaultPlan = NO_FAULTS
+    trace: bool = True
+    directory: Path | None = None
+    database: DatabaseFactory = ScopeDatabase
+
+
+@attrs.frozen
+class WorldOutcome:
+    """What a finished world leaves: its trace, its runs and effects, the upstream's counts."""
+
+    seed: int
+    setup: WorldSetup
+    trace: Trace
+    runs: dict[str, list[JobRun]]
+    effects: dict[str, Counter[str]]
+    fetched: Counter[int]
+    report: CheckReport
+
+
+def run_world(
+    seed: int,
+    setup: WorldSetup,
+    drive: Callable[[World], Awaitable[None]],
+    *,
+    settles: bool = True,
+    meta: dict[str, Any] | None = None,
+) -> WorldOutcome:
+    """Build a world from ``seed`` and ``setup``, let ``drive`` run it, and collect the outcome,
+    checked live against the spec's invariants (``settles``: every run must have ended)."""
+    seed_scheduler(seed)
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    result: WorldOutcome = trio.run(
+        partial(_main, seed, setup, drive, settles, meta or {}), clock=clock
+    )
+    return result
+
+
+def _store_clock(plan: FaultPlan) -> StoreClock:
+    skew, drift = 0.0, 0.0
+    for fault in plan.of(StoreClockFault):
+        assert isinstance(fault, StoreClockFault)
+        skew, drift = fault.skew_ms, fault.drift
+    return StoreClock(skew_ms=skew, drift=drift)
+
+
+async def _main(
+    seed: int,
+    setup: WorldSetup,
+    drive: Callable[[World], Awaitable[None]],
+    settles: bool,
+    meta: dict[str, Any],
+) -> WorldOutcome:
+    checker = TraceChecker()
+    trace = Trace(enabled=setup.trace, listeners=[checker.observe])
+    trace.record("world.begin", {"seed": seed, "plan": repr(setup.plan), **meta})
+    upstream = Upstream(setup.objects, _failing_calls(setup.plan))
+
+    def observe_rpc(event: str, fields: dict[str, Any]) -> None:
+        # The world's own reads (over the host's direct link) are not part of what is simulated.
+        if fields.get("link") != "direct":
+            trace.record(event, fields)
+
+    async with open_scope_host(
+        setup.directory,
+        clock=_store_clock(setup.plan),
+        observer=observe_rpc,
+        rng=random.Random(f"{seed}/host"),
+        database=setup.database,
+    ) as host:
+        async with trio.open_nursery() as nursery:
+            world = World(
+                seed=seed,
+                host=host,
+                trace=trace,
+                plan=setup.plan,
+                nursery=nursery,
+                lease_ms=setup.lease_ms,
+                upstream=upstream,
+            )
+            world.schedule_faults()
+            await drive(world)
+            nursery.cancel_scope.cancel()
+        runs = {scope: await world.runs(scope) for scope in setup.scopes}
+        effects = {scope: await world.effects(scope) for scope in setup.scopes}
+        trace.record(
+            "world.end",
+            {"runs": {scope: describe(rows) for scope, rows in runs.items()}},
+        )
+    report = checker.report(settles=settles)
+    return WorldOutcome(seed, setup, trace, runs, effects, upstream.fetched, report)
+
+
+def _failing_calls(plan: FaultPlan) -> frozenset[tuple[str, int]]:
+    failing: set[tuple[str, int]] = set()
+    for fault in plan.of(UpstreamFailure):
+        assert isinstance(fault, UpstreamFailure)
+        failing.update((fault.what, n) for n in range(fault.first, fault.first + fault.count))
+    return frozenset(failing)

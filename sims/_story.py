@@ -1,0 +1,102 @@
+"""The story of a world in words: one line per thing that mattered, in the order it happened."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ._checks import short
+
+Teller = Callable[[dict[str, Any]], str | None]
+
+
+def _pass(e: dict[str, Any]) -> str:
+    return f"pass {short(e['owner'])} of run {short(e['run'])}"
+
+
+def _claim(e: dict[str, Any]) -> str:
+    if e["takeover"]:
+        return (
+            f"takes over run {short(e['run'])} from an expired BEGUN lease: the dead pass is "
+            f"charged an attempt (attempts now {e['attempts']}); new pass {short(e['owner'])}"
+        )
+    return f"claims run {short(e['run'])} for pass {short(e['owner'])}"
+
+
+def _miss(e: dict[str, Any]) -> str:
+    misses = "?" if e["misses"] is None else e["misses"]
+    tail = " — the run FAILS: its lease is too short here" if e["failed"] else ""
+    return (
+        f"admission miss {misses} of 10 on run {short(e['run'])}: the claim's answer took "
+        f"{e['waited_ms']:g} ms, too little of the lease left to begin{tail}"
+    )
+
+
+def _outcome(e: dict[str, Any]) -> str:
+    error = f": {e['error']}" if e.get("error") else ""
+    return f"{_pass(e)} ends {e['status']}{'' if e['written'] else ' (nothing written)'}{error}"
+
+
+def _step_end(e: dict[str, Any]) -> str | None:
+    if e["error"] is None:
+        return None
+    recorded = "recorded" if e["recorded"] else "NOT recorded"
+    return f"step {e['step']} failed ({recorded}): {e['error']}"
+
+
+def _exec(e: dict[str, Any]) -> str | None:
+    if e["op"] == "begin" and e.get("result") is True:
+        return f"the store writes BEGIN #{e['seq']} at {e['store_at']}: the pass has begun"
+    return None
+
+
+def _drop(e: dict[str, Any]) -> str:
+    what = "it did not run" if e["leg"] == "request" else "it had run"
+    return f"fault: the {e['leg']} of {e['op']} #{e['seq']} was dropped ({what})"
+
+
+_TELLERS: dict[str, Teller] = {
+    "world.start": lambda e: f"starts run {short(e['run'])} on {e['scope']}",
+    "world.note": lambda e: str(e["text"]),
+    "claim.won": _claim,
+    "claim.lost": lambda e: f"loses the claim of run {short(e['run'])} (another drive holds it)",
+    "admission.miss": _miss,
+    "begin.ok": lambda e: f"BEGIN of {_pass(e)} is acknowledged",
+    "begin.refused": lambda e: f"BEGIN of {_pass(e)} is refused by the store",
+    "takeover.exhausted": lambda e: (
+        f"that takeover spent the last attempt: run {short(e['run'])} fails without invoking "
+        "the handler"
+    ),
+    "handler.invoke": lambda e: f"runs the handler: {_pass(e)}",
+    "step.memo": lambda e: f"step {e['step']}: memo hit, not run again",
+    "step.run": lambda e: f"step {e['step']} runs (attempt {e['attempt']})",
+    "step.end": _step_end,
+    "step.lost": lambda e: f"step {e['step']}: the lease is gone — {_pass(e)} stops here",
+    "pass.outcome": _outcome,
+    "fault.delay": lambda e: (
+        f"fault: the {e['leg']} of {e['op']} #{e['seq']} is held {e['ms']:g} ms"
+    ),
+    "fault.pause": lambda e: f"fault: stops for {e['ms']:g} ms ({e['where']} {e['nth']})",
+    "fault.crash": lambda e: f"fault: killed; back in {e['down_ms']:g} ms",
+    "fault.evict": lambda e: f"fault: scope {e['scope']} evicted",
+    "rpc.drop": _drop,
+    "rpc.exec": _exec,
+}
+
+
+def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterator[str]:
+    """``t  who  what`` lines; after ``limit`` of them, one line saying how many were left out."""
+    told = left = 0
+    for event in events:
+        teller = _TELLERS.get(event["ev"])
+        text = teller(event) if teller is not None else None
+        if text is None:
+            continue
+        if told >= limit:
+            left += 1
+            continue
+        told += 1
+        who = event.get("drive") or event.get("link") or ("world" if "scope" in event else "")
+        yield f"{event['t']:>10.3f} ms  {who:<8} {text}"
+    if left:
+        yield f"{'':>13}  … {left} more lines (write the trace with --trace to read them all)"

@@ -1,0 +1,151 @@
+"""Sweeps: one scenario over a range of seeds, in parallel processes, summarised.
+
+Each seed is an independent world, so a sweep is embarrassingly parallel; a worker returns only a
+small, picklable summary of its world, never its trace, and the summary says how to replay any
+seed that did not come out as documented.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import re
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from typing import TextIO
+
+import attrs
+
+from ._mutants import MUTANTS
+from ._simulate import simulate
+
+
+@attrs.frozen
+class SeedSummary:
+    """What a sweep keeps of one seed's world."""
+
+    seed: int
+    violations: tuple[str, ...]
+    mismatches: tuple[str, ...]
+    explained: tuple[str, ...]
+    rpcs: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and not self.mismatches
+
+
+@attrs.frozen(kw_only=True)
+class SweepReport:
+    scenario: str
+    mutant: str | None
+    seeds: tuple[SeedSummary, ...]
+    seconds: float
+
+    @property
+    def failing(self) -> tuple[SeedSummary, ...]:
+        return tuple(s for s in self.seeds if not s.ok)
+
+    def replay_command(self, seed: int) -> str:
+        mutant = f" --mutant {self.mutant}" if self.mutant else ""
+        return f"python -m sims run {self.scenario} --seed {seed}{mutant}"
+
+    def lines(self) -> Iterator[str]:
+        total = len(self.seeds)
+        rate = total / self.seconds if self.seconds else float("inf")
+        yield (
+            f"sweep {self.scenario}{' with mutant ' + self.mutant if self.mutant else ''}: "
+            f"{total} seeds in {self.seconds:.1f} s ({rate:.1f} seeds/s), "
+            f"{total - len(self.failing)} as documented, {len(self.failing)} not"
+        )
+        explained = Counter(check for s in self.seeds for check in s.explained)
+        for check, count in sorted(explained.items()):
+            yield f"  explained by the spec: {count} × {check}"
+        for summary in self.failing:
+            yield f"  seed {summary.seed}: {self.replay_command(summary.seed)}"
+            for text in (*summary.violations, *summary.mismatches)[:3]:
+                yield f"      {text}"
+
+
+def parse_seeds(text: str) -> range:
+    """``"A..B"`` (both included) or a single ``"N"``."""
+    match = re.fullmatch(r"(\d+)(?:\.\.(\d+))?", text.strip())
+    if match is None:
+        raise ValueError(f"seeds {text!r} must be N or A..B (both whole numbers, A <= B)")
+    first = int(match.group(1))
+    last = int(match.group(2)) if match.group(2) is not None else first
+    if last < first:
+        raise ValueError(f"seeds {text!r} run backwards; write the smaller number first")
+    return range(first, last + 1)
+
+
+def summarise(job: tuple[str, int, str | None]) -> SeedSummary:
+    """One seed's world, reduced to what a sweep reports (runs in a worker process)."""
+    scenario, seed, mutant = job
+    database = MUTANTS[mutant] if mutant is not None else None
+    simulation = simulate(scenario, seed, database=database)
+    report = simulation.report
+    return SeedSummary(
+        seed=seed,
+        violations=tuple(finding.line() for finding in report.violations),
+        mismatches=simulation.mismatches,
+        explained=tuple(finding.check for finding in report.explained),
+        rpcs=simulation.facts.count("rpc.exec"),
+    )
+
+
+def sweep(
+    scenario: str,
+    seeds: Iterable[int],
+    *,
+    jobs: int = 1,
+    mutant: str | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> SweepReport:
+    """Run ``scenario`` for every seed, ``jobs`` processes at a time."""
+    if type(jobs) is not int or jobs < 1:
+        raise ValueError(f"jobs={jobs!r}; pass a whole number of processes >= 1")
+    if mutant is not None and mutant not in MUTANTS:
+        raise ValueError(f"no mutant {mutant!r}; the mutants are: {', '.join(MUTANTS)}")
+    work = [(scenario, seed, mutant) for seed in seeds]
+    started = time.perf_counter()
+    results: list[SeedSummary] = []
+    failing = 0
+
+    def collect(summaries: Iterable[SeedSummary]) -> None:
+        nonlocal failing
+        for summary in summaries:
+            results.append(summary)
+            failing += not summary.ok
+            if progress is not None:
+                progress(len(results), len(work), failing)
+
+    if jobs == 1:
+        collect(summarise(job) for job in work)
+    else:
+        # fork keeps the scenarios a parent registered (tests register their own); each worker
+        # then runs its own trio.run per seed.
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            collect(pool.imap(summarise, work, chunksize=max(1, len(work) // (jobs * 8))))
+    results.sort(key=lambda s: s.seed)
+    return SweepReport(
+        scenario=scenario,
+        mutant=mutant,
+        seeds=tuple(results),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def progress_bar(stream: TextIO = sys.stderr) -> Callable[[int, int, int], None]:
+    """A one-line progress bar for a terminal: done/total and how many seeds went wrong."""
+
+    def show(done: int, total: int, failing: int) -> None:
+        filled = 30 * done // total if total else 30
+        bar = "#" * filled + "." * (30 - filled)
+        stream.write(f"\r[{bar}] {done}/{total} seeds, {failing} not as documented")
+        if done == total:
+            stream.write("\n")
+        stream.flush()
+
+    return show

@@ -1,0 +1,375 @@
+"""A world: one seed, one scope host, several drives, an upstream, faults, and a trace.
+
+Everything that could differ between two runs is drawn from the seed or fixed by it: Trio's
+scheduler (seeded deterministic scheduling), every link's latency draws, every drive's id mints
+and retry jitter, the store clock's skew and drift, the fault plan. Randomness is split into
+named streams (``world.rng("link:a")``), each seeded from the seed and its name through SHA-512,
+so adding a stream does not shift the draws of the others, and ``PYTHONHASHSEED`` plays no part.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import attrs
+import trio
+
+from driver import (
+    JOB_LEASE_ENTRY_MARGIN,
+    JobDriver,
+    JobDriveReport,
+    JobPassResult,
+    JobRun,
+    JobRunFilter,
+    RetryPolicy,
+    StartJobRunInput,
+    SystemScope,
+    iso_from_ms,
+    job_run_of,
+)
+from scopehost import (
+    DEFAULT_EPOCH_MS,
+    LegDelay,
+    Link,
+    LinkCall,
+    LinkOutcome,
+    ScopeHost,
+    Verdict,
+    describe,
+)
+
+from ._faults import CrashDrive, DelayLeg, DropLeg, Evict, FaultPlan, PauseDrive
+from ._trace import Trace
+from ._upstream import Upstream
+
+#: The module and job every simulated walk is registered as.
+WALK_MODULE = "importer"
+WALK_JOB = "walk"
+
+
+@attrs.frozen(kw_only=True)
+class DriveSpec:
+    """One drive of a world: its name, its wire and its own clocks."""
+
+    name: str
+    request_ms: LegDelay = 1.0
+    reply_ms: LegDelay = 1.0
+    #: How far this drive's wall clock is from the store's (the store's own skew is separate).
+    clock_skew_ms: float = 0.0
+
+
+class SimDrive:
+    """A ``JobDriver`` with its own link and clocks, which faults can crash, pause and delay."""
+
+    def __init__(self, world: World, spec: DriveSpec, *, index: int) -> None:
+        self.world = world
+        self.name = spec.name
+        self.spec = spec
+        self.link = Link(
+            name=spec.name,
+            request_ms=spec.request_ms,
+            reply_ms=spec.reply_ms,
+            rng=world.rng(f"link:{spec.name}"),
+        )
+        # A monotonic clock has an arbitrary origin; a different one per drive makes sure the
+        # kernel never compares it with anything but itself.
+        origin = 1_000_000.0 * (index + 1)
+        self.driver = JobDriver(
+            world.host,
+            name=spec.name,
+            link=self.link,
+            now=lambda: iso_from_ms(
+                DEFAULT_EPOCH_MS + spec.clock_skew_ms + trio.current_time() * 1000.0
+            ),
+            monotonic=lambda: origin + trio.current_time() * 1000.0,
+            rng=world.rng(f"drive:{spec.name}"),
+            observer=world.trace.record,
+        )
+        self._calls: Counter[str] = Counter()
+        self._call_index: dict[int, int] = {}
+        self._reached: Counter[str] = Counter()
+        self._work: trio.CancelScope | None = None
+        self.down_until_ms = -math.inf
+        self.link.add_request_hook(self._on_request)
+        self.link.add_reply_hook(self._on_reply)
+
+    # -- faults on the wire ---------------------------------------------------------------------
+
+    def _leg_faults(self, call: LinkCall, leg: str) -> tuple[float, bool]:
+        nth = self._call_index.get(call.seq, 0)
+        delay, drop = 0.0, False
+        for fault in self.world.plan.faults:
+            if (
+                isinstance(fault, DelayLeg | DropLeg)
+                and fault.drive == self.name
+                and fault.operation == call.operation
+                and fault.nth == nth
+                and fault.leg == leg
+            ):
+                if isinstance(fault, DelayLeg):
+                    delay += fault.ms
+                else:
+                    drop = True
+        return delay, drop
+
+    async def _on_request(self, call: LinkCall) -> Verdict:
+        self._calls[call.operation] += 1
+        self._call_index[call.seq] = self._calls[call.operation]
+        return await self._apply(call, "request")
+
+    async def _on_reply(self, call: LinkCall, outcome: LinkOutcome) -> Verdict:
+        try:
+            return await self._apply(call, "reply")
+        finally:
+            self._call_index.pop(call.seq, None)
+
+    async def _apply(self, call: LinkCall, leg: str) -> Verdict:
+        delay, drop = self._leg_faults(call, leg)
+        if delay:
+            self.world.trace.record(
+                "fault.delay",
+                {
+                    "drive": self.name,
+                    "op": call.operation,
+                    "seq": call.seq,
+                    "leg": leg,
+                    "ms": delay,
+                },
+            )
+            await self.world.host.sleep_ms(delay)
+        return "drop" if drop else None
+
+    # -- faults in the process ------------------------------------------------------------------
+
+    async def pause_point(self, where: str) -> None:
+        """Called by the walk at each point a ``PauseDrive`` can strike; counts per point."""
+        self._reached[where] += 1
+        nth = self._reached[where]
+        for fault in self.world.plan.of(PauseDrive):
+            assert isinstance(fault, PauseDrive)
+            if fault.drive == self.name and fault.where == where and fault.nth == nth:
+                self.world.trace.record(
+                    "fault.pause", {"drive": self.name, "where": where, "nth": nth, "ms": fault.ms}
+                )
+                await self.world.host.sleep_ms(fault.ms)
+
+    def crash(self, down_ms: float) -> None:
+        """Kill whatever the drive is doing, as a process kill would; it restarts later."""
+        self.down_until_ms = self.world.now_ms() + down_ms
+        working = self._work is not None
+        self.world.trace.record(
+            "fault.crash", {"drive": self.name, "down_ms": down_ms, "working": working}
+        )
+        if self._work is not None:
+            self._work.cancel()
+
+    # -- work -----------------------------------------------------------------------------------
+
+    async def tick(self, scope_id: str, *, max_passes: int = 1) -> JobDriveReport | None:
+        """One drive over ``scope_id``; None when the drive is down or was killed mid-drive."""
+        if self.world.now_ms() < self.down_until_ms:
+            self.world.trace.record("drive.skip", {"drive": self.name, "scope": scope_id})
+            return None
+        self.world.trace.record("drive.tick", {"drive": self.name, "scope": scope_id})
+        report: JobDriveReport | None = None
+        with trio.CancelScope() as self._work:
+            report = await self.driver.run_due_jobs(scope_id, max_passes=max_passes)
+        self._work = None
+        if report is not None:
+            self.world.trace.record(
+                "drive.report", {"drive": self.name, "scope": scope_id, "report": describe(report)}
+            )
+        return report
+
+
+class World:
+    """Built by :func:`sims.run_world`; a scenario drives it."""
+
+    def __init__(
+        self,
+        *,
+        seed: int,
+        host: ScopeHost,
+        trace: Trace,
+        plan: FaultPlan,
+        nursery: trio.Nursery,
+        lease_ms: int,
+        upstream: Upstream,
+    ) -> None:
+        self.seed = seed
+        self.host = host
+        self.trace = trace
+        self.plan = plan
+        self.nursery = nursery
+        self.lease_ms = lease_ms
+        self.margin_ms = lease_ms * JOB_LEASE_ENTRY_MARGIN
+        self.upstream = upstream
+        self.drives: dict[str, SimDrive] = {}
+
+    def rng(self, stream: str) -> random.Random:
+        """The named random stream of this world (independent of every other stream)."""
+        return random.Random(f"{self.seed}/{stream}")
+
+    def now_ms(self) -> float:
+        return trio.current_time() * 1000.0
+
+    async def sleep_until_ms(self, at_ms: float) -> None:
+        delay = at_ms - self.now_ms()
+        if delay > 0:
+            await self.host.sleep_ms(delay)
+
+    def note(self, text: str, **fields: Any) -> None:
+        """A line of the story, in the trace."""
+        self.trace.record("world.note", {"text": text, **fields})
+
+    # -- drives and jobs ------------------------------------------------------------------------
+
+    def add_drive(
+        self,
+        spec: DriveSpec,
+        *,
+        retry: RetryPolicy | None = None,
+        lease_ms: int | None = None,
+    ) -> SimDrive:
+        drive = SimDrive(self, spec, index=len(self.drives))
+        self.drives[spec.name] = drive
+        drive.driver.register_job(
+            WALK_MODULE,
+            WALK_JOB,
+            partial(self._walk, drive),
+            retry=retry,
+            lease_ms=lease_ms if lease_ms is not None else self.lease_ms,
+        )
+        return drive
+
+    async def start_walk(
+        self,
+        drive: str,
+        scope_id: str,
+        *,
+        objects: int,
+        chunk: int,
+        instance: str = "default",
+        subject: str | None = None,
+    ) -> JobRun:
+        run = await self.drives[drive].driver.start_job_run(
+            scope_id,
+            StartJobRunInput(
+                module_id=WALK_MODULE,
+                job=WALK_JOB,
+                instance=instance,
+                payload={"objects": objects, "chunk": chunk},
+                subject=subject,
+            ),
+        )
+        self.trace.record("world.start", {"drive": drive, "scope": scope_id, "run": run.id})
+        return run
+
+    def every(
+        self,
+        drive: str,
+        scope_id: str,
+        *,
+        every_ms: float,
+        first_ms: float,
+        until_ms: float,
+        max_passes: int = 1,
+    ) -> None:
+        """Tick ``drive`` on ``scope_id`` every ``every_ms`` from ``first_ms`` until ``until_ms``:
+        a cron, or an alarm. Ticks of one drive never overlap; a slow tick delays the next."""
+
+        async def ticking() -> None:
+            at = first_ms
+            while at < until_ms:
+                await self.sleep_until_ms(at)
+                await self.drives[drive].tick(scope_id, max_passes=max_passes)
+                at = max(at + every_ms, math.floor(self.now_ms() / every_ms + 1) * every_ms)
+
+        self.nursery.start_soon(ticking, name=f"ticks:{drive}")
+
+    def schedule_faults(self) -> None:
+        """Start the timed faults of the plan (evictions, crashes)."""
+        for fault in self.plan.faults:
+            if isinstance(fault, Evict):
+                self.nursery.start_soon(self._evict_at, fault)
+            elif isinstance(fault, CrashDrive):
+                self.nursery.start_soon(self._crash_at, fault)
+
+    async def _evict_at(self, fault: Evict) -> None:
+        await self.sleep_until_ms(fault.at_ms)
+        live = self.host.evict(fault.scope)
+        self.trace.record("fault.evict", {"scope": fault.scope, "live": live})
+
+    async def _crash_at(self, fault: CrashDrive) -> None:
+        await self.sleep_until_ms(fault.at_ms)
+        drive = self.drives.get(fault.drive)
+        if drive is not None:
+            drive.crash(fault.down_ms)
+
+    # -- the walk ---------------------------------------------------------------------------------
+
+    async def _walk(self, drive: SimDrive, ctx: Any) -> JobPassResult:
+        """The spec's opening example: walk ``objects`` upstream objects, ``chunk`` per pass, one
+        step per object, each step fetching it and recording one effect row in the scope.
+
+        The page read at the start of a pass is deliberately NOT a step: when it fails, the pass
+        fails as a whole, which is the path a failed pass's outcome write takes."""
+        payload = ctx.payload
+        objects, chunk = int(payload["objects"]), int(payload["chunk"])
+        start = int(ctx.cursor) if ctx.cursor is not None else 0
+        door = await ctx.scope()
+        await drive.pause_point("pass-start")
+        page = self.upstream.page(start, chunk)
+        for index in page:
+            await drive.pause_point("before-step")
+            await ctx.step(f"object-{index}", partial(self._effect, drive, door, ctx.run.id, index))
+        await drive.pause_point("before-outcome")
+        end = start + len(page)
+        ctx.count("walked", len(page))
+        return JobPassResult(cursor=end, done=end >= objects)
+
+    async def _effect(self, drive: SimDrive, door: SystemScope, run_id: str, index: int) -> int:
+        self.upstream.fetch(index)
+        seq: int = await door.invoke("record", {"kind": "effect", "key": f"{run_id}/{index}"})
+        await drive.pause_point("after-effect")
+        return seq
+
+    # -- reading the outcome --------------------------------------------------------------------
+
+    async def runs(self, scope_id: str) -> list[JobRun]:
+        """Every run on the scope, oldest first, as an operator reads them."""
+        rows = await self.host.stub(scope_id).list(JobRunFilter(limit=500))
+        return [job_run_of(row) for row in reversed(rows)]
+
+    async def sync(self, scope_id: str) -> None:
+        """Put the scope's rows in the trace, so a checker can follow changes made outside the
+        drives (an erasure, an import)."""
+        rows = await self.host.stub(scope_id).list(JobRunFilter(limit=500))
+        self.trace.record("world.sync", {"scope": scope_id, "runs": describe(rows)})
+
+    async def settle(self, scopes: tuple[str, ...], *, horizon_ms: float, poll_ms: float) -> None:
+        """Wait until every run on ``scopes`` has ended, or until ``horizon_ms``."""
+        while self.now_ms() < horizon_ms:
+            await self.sleep_until_ms(min(horizon_ms, self.now_ms() + poll_ms))
+            live = [
+                run
+                for scope in scopes
+                for run in await self.host.stub(scope).list(JobRunFilter(status="running"))
+            ]
+            if not live:
+                return
+
+    async def effects(self, scope_id: str) -> Counter[str]:
+        """How many effect rows each ``run/object`` key has in the scope."""
+        rows: list[dict[str, Any]] = await self.host.stub(scope_id).invoke(
+            "items", {"kind": "effect"}
+        )
+        return Counter(str(row["key"]) for row in rows)
+
+
+Scenario = Callable[[World], Awaitable[None]]

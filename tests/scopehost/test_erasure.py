@@ -1,0 +1,242 @@
+"""Subject erasure: declared and classified data become a tombstone, once, in one transaction."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import attrs
+import pytest
+
+from driver import (
+    JOB_ERASED_FINISHED_NOTE,
+    JOB_ERASED_RUNNING_NOTE,
+    JobStepRow,
+    ValidationFailed,
+    dumps,
+)
+from scopehost._database import ScopeDatabase
+
+from . import store_support
+from .store_support import LEASE_MS, T0, advanced_patch, at, claimed_and_begun, open_db, read, steps
+
+ERASED_AT = at(60_000)
+TOMBSTONE = (
+    '{"_substratRedacted":{"reason":"subject-erasure","subjectId":"person-7",'
+    f'"at":"{ERASED_AT}"}}}}'
+)
+
+
+def envelope(subject: str = "person-7", pii: str = "contact") -> dict[str, str]:
+    return {"subjectId": subject, "piiClass": pii, "email": "someone@example.org"}
+
+
+def started(db: ScopeDatabase, run_id: str, **changes: object) -> None:
+    store_support.started(db, run_id, instance=run_id, **changes)
+
+
+def record(db: ScopeDatabase, run_id: str, step: str, result: str | None) -> None:
+    db.connection.execute(
+        "INSERT INTO _substrat_job_steps (run_id, step, result, attempts, recorded_at) "
+        "VALUES (?, ?, ?, 1, ?)",
+        (run_id, step, result, T0),
+    )
+
+
+def test_a_running_run_that_declares_the_subject_is_failed_and_redacted() -> None:
+    db = open_db()
+    started(db, "run-1", subject_id="person-7", cursor='"page-2"', counters='{"walked":4}')
+    claimed_and_begun(db, "run-1")
+    record(db, "run-1", "a", '{"name":"x"}')
+    record(db, "run-1", "b", None)
+    before = read(db)
+
+    assert db.shred_subject("person-7", now=ERASED_AT) == 1
+
+    assert read(db) == attrs.evolve(
+        before,
+        payload=TOMBSTONE,
+        cursor=TOMBSTONE,
+        status="failed",
+        last_error=JOB_ERASED_RUNNING_NOTE,
+        updated_at=ERASED_AT,
+        next_attempt_at=None,
+        ended_at=ERASED_AT,
+        lease_owner=None,
+        lease_began_at=None,
+    )
+    assert steps(db) == [JobStepRow("a", TOMBSTONE, 1, None), JobStepRow("b", None, 1, None)]
+
+
+@pytest.mark.parametrize("status", ["done", "failed"])
+def test_a_finished_run_keeps_its_status_and_says_it_was_redacted(status: str) -> None:
+    db = open_db()
+    started(db, "run-1", subject_id="person-7", cursor='"end"')
+    db.connection.execute(
+        "UPDATE _substrat_job_runs SET status = ?, ended_at = ?, last_error = 'boom'",
+        (status, at(5)),
+    )
+    before = read(db)
+
+    assert db.shred_subject("person-7", now=ERASED_AT) == 1
+
+    assert read(db) == attrs.evolve(
+        before,
+        payload=TOMBSTONE,
+        cursor=TOMBSTONE,
+        last_error=JOB_ERASED_FINISHED_NOTE,
+        updated_at=ERASED_AT,
+    )
+
+
+def test_a_null_cursor_stays_null() -> None:
+    db = open_db()
+    started(db, "run-1", subject_id="person-7")
+
+    assert db.shred_subject("person-7", now=ERASED_AT) == 1
+    assert read(db).cursor is None
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"payload": dumps({"to": envelope()})},
+        {"payload": dumps([[{"deep": [envelope()]}]])},
+        {"payload": dumps(envelope())},
+        {"cursor": dumps({"last": envelope()})},
+        {"step": dumps({"reply": [1, envelope()]})},
+    ],
+    ids=["payload", "payload-deep", "payload-itself", "cursor", "step-result"],
+)
+def test_a_classified_envelope_anywhere_touches_an_undeclared_run(where: dict[str, str]) -> None:
+    db = open_db()
+    started(db, "run-1", payload=where.get("payload", "{}"), cursor=where.get("cursor"))
+    record(db, "run-1", "a", where.get("step", "1"))
+
+    assert db.shred_subject("person-7", now=ERASED_AT) == 1
+
+    row = read(db)
+    assert (row.status, row.payload) == ("failed", TOMBSTONE)
+    assert steps(db) == [JobStepRow("a", TOMBSTONE, 1, None)]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        dumps({"to": envelope(pii="none")}),
+        dumps({"to": {"subjectId": "person-7"}}),
+        dumps({"to": envelope(subject="person-8")}),
+        dumps({"to": envelope(subject="person-70")}),
+        dumps({"note": "person-7 wrote in", "subjectId": ["person-7"], "piiClass": "contact"}),
+        dumps("person-7"),
+    ],
+    ids=["pii-none", "no-pii-class", "other-subject", "prefix", "id-in-a-list", "bare-string"],
+)
+def test_what_is_not_a_classified_envelope_for_the_subject_touches_nothing(payload: str) -> None:
+    db = open_db()
+    started(db, "run-1", payload=payload)
+    before = read(db)
+
+    assert db.shred_subject("person-7", now=ERASED_AT) == 0
+    assert read(db) == before
+
+
+def test_an_envelope_with_a_null_pii_class_still_counts() -> None:
+    db = open_db()
+    started(db, "run-1", payload=dumps({"subjectId": "person-7", "piiClass": None}))
+
+    assert db.shred_subject("person-7", now=ERASED_AT) == 1
+
+
+def test_an_envelope_spelled_with_json_escapes_is_found() -> None:
+    db = open_db()
+    escaped = json.dumps({"p": {"subjectId": "person-7", "piiClass": "né"}}, ensure_ascii=True)
+    started(db, "run-1", payload=escaped.replace("subjectId", "subject\\u0049d"))
+
+    assert db.shred_subject("person-7", now=ERASED_AT) == 1
+
+
+def test_only_the_runs_holding_the_subject_are_touched_and_counted() -> None:
+    db = open_db()
+    started(db, "declared", subject_id="person-7")
+    started(db, "carried", payload=dumps({"to": envelope()}))
+    started(db, "someone-else", subject_id="person-8", payload=dumps(envelope("person-8")))
+    started(db, "nobody")
+    untouched = [read(db, "someone-else"), read(db, "nobody")]
+
+    assert db.shred_subject("person-7", now=ERASED_AT) == 2
+
+    assert [read(db, "someone-else"), read(db, "nobody")] == untouched
+
+
+def test_a_second_erasure_touches_nothing() -> None:
+    db = open_db()
+    started(db, "declared", subject_id="person-7", cursor='"c"')
+    started(db, "carried", payload=dumps({"to": envelope()}))
+    record(db, "declared", "a", '"x"')
+    assert db.shred_subject("person-7", now=ERASED_AT) == 2
+    after = [read(db, "declared"), read(db, "carried"), steps(db, "declared")]
+
+    assert db.shred_subject("person-7", now=at(90_000)) == 0
+
+    assert [read(db, "declared"), read(db, "carried"), steps(db, "declared")] == after
+
+
+def test_a_declared_run_whose_values_are_all_tombstones_is_not_touched_again() -> None:
+    db = open_db()
+    started(db, "run-1", subject_id="person-7", payload=TOMBSTONE)
+
+    assert db.shred_subject("person-7", now=at(90_000)) == 0
+
+
+def test_json_that_does_not_parse_never_crashes_erasure() -> None:
+    db = open_db()
+    started(db, "declared", subject_id="person-7", payload="{not json", cursor="[[[")
+    started(db, "undeclared", payload="{not json either")
+    started(db, "too-deep", payload="[" * 100_000 + "]" * 100_000)
+    record(db, "undeclared", "a", "{broken")
+
+    assert db.shred_subject("person-7", now=ERASED_AT) == 1
+
+    assert (read(db, "declared").payload, read(db, "declared").cursor) == (TOMBSTONE, TOMBSTONE)
+    assert read(db, "undeclared").payload == "{not json either"
+
+
+def test_a_pass_still_running_when_its_run_is_erased_writes_nothing_more() -> None:
+    db = open_db()
+    started(db, "run-1", subject_id="person-7")
+    claimed_and_begun(db, "run-1")
+    assert db.shred_subject("person-7", now=at(10)) == 1
+    after = read(db)
+
+    assert not db.record_step("run-1", "a", '"x"', 1, None, at(11), "owner-1", LEASE_MS, now=at(11))
+    assert not db.begin_step("run-1", "a", "owner-1", LEASE_MS, now=at(11)).held
+    assert not db.commit_pass("run-1", advanced_patch(), "owner-1", now=at(12))
+    assert not db.patch("run-1", advanced_patch(), "owner-1", now=at(12))
+    assert read(db) == after
+    assert steps(db) == []
+
+
+def test_an_erasure_that_fails_half_way_leaves_everything_as_it_was() -> None:
+    db = open_db()
+    started(db, "run-1", subject_id="person-7")
+    started(db, "run-2", subject_id="person-7")
+    record(db, "run-2", "a", '"x"')
+    before = [read(db, "run-1"), read(db, "run-2"), steps(db, "run-2")]
+    db.connection.execute(
+        "CREATE TRIGGER no_update BEFORE UPDATE ON _substrat_job_runs WHEN NEW.id = 'run-2' "
+        "BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+    )
+
+    with pytest.raises(sqlite3.IntegrityError, match=r"^injected failure$"):
+        db.shred_subject("person-7", now=ERASED_AT)
+
+    assert [read(db, "run-1"), read(db, "run-2"), steps(db, "run-2")] == before
+
+
+@pytest.mark.parametrize(("subject", "shown"), [("", "''"), (None, "None")])
+def test_an_erasure_without_a_subject_is_refused(subject: object, shown: str) -> None:
+    with pytest.raises(
+        ValidationFailed, match=rf"^subject_id is {shown}; name the data subject to erase$"
+    ):
+        open_db().shred_subject(subject, now=T0)  # type: ignore[arg-type]

@@ -1,0 +1,191 @@
+"""The timeline: the late-BEGIN double run drawn as a page and as text, deterministically."""
+
+from __future__ import annotations
+
+import functools
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from sims._faults import DelayLeg, FaultPlan, PauseDrive, StoreClockFault
+from sims._run import WorldOutcome, WorldSetup, run_world
+from sims._timeline import (
+    Lease,
+    StoreClock,
+    build_scale,
+    build_timeline,
+    render_html,
+    render_terminal,
+    short,
+    write_timeline,
+)
+from sims._trace import Trace
+from sims._world import DriveSpec, World
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+async def _late_begin(world: World) -> None:
+    world.add_drive(DriveSpec(name="cron"))
+    world.add_drive(DriveSpec(name="alarm"))
+    await world.start_walk("cron", "scope-1", objects=4, chunk=4)
+    world.every("cron", "scope-1", every_ms=5000, first_ms=0, until_ms=20000)
+    world.every("alarm", "scope-1", every_ms=5000, first_ms=1200, until_ms=20000)
+    await world.sleep_until_ms(20000)
+
+
+def _late_begin_plan(*, alarm_pause_ms: float, skew_ms: float = 0.0) -> FaultPlan:
+    # cron's BEGIN reply comes back after its lease expired and alarm took the run over; a pause
+    # at the start of alarm's pass keeps alarm's handler running when cron's finally starts.
+    faults: list[DelayLeg | PauseDrive | StoreClockFault] = [
+        DelayLeg(drive="cron", operation="begin", nth=1, leg="reply", ms=1500)
+    ]
+    if alarm_pause_ms:
+        faults.append(PauseDrive(drive="alarm", nth=1, ms=alarm_pause_ms, where="pass-start"))
+    if skew_ms:
+        faults.append(StoreClockFault(skew_ms=skew_ms, drift=0.01))
+    return FaultPlan(tuple(faults))
+
+
+@functools.cache
+def _world(alarm_pause_ms: float, skew_ms: float = 0.0) -> WorldOutcome:
+    plan = _late_begin_plan(alarm_pause_ms=alarm_pause_ms, skew_ms=skew_ms)
+    return run_world(3, WorldSetup(plan=plan, objects=4), _late_begin)
+
+
+def _run_id(outcome: WorldOutcome) -> str:
+    (run,) = outcome.runs["scope-1"]
+    return run.id
+
+
+def _svg(page: str) -> ET.Element:
+    match = re.search(r"<svg.*</svg>", page, re.DOTALL)
+    assert match is not None
+    return ET.fromstring(match.group(0))
+
+
+def test_page_highlights_the_double_run_of_a_late_begin() -> None:
+    outcome = _world(400.0)
+    run = _run_id(outcome)
+    page = render_html(outcome.trace, title="late BEGIN, seed 3")
+    svg = _svg(page)
+    bands = [e for e in svg.iter(f"{SVG}rect") if e.get("class") == "double-run"]
+    assert [band.get("data-run") for band in bands] == [run]
+    texts = [e.text for e in svg.iter(f"{SVG}text")]
+    assert f"double run: {short(run)}" in texts
+    assert {"drive cron", "drive alarm", "scope-1", "late BEGIN, seed 3"} <= set(texts)
+    titles = [e.text or "" for e in svg.iter(f"{SVG}title")]
+    assert any("STALE" in title for title in titles)
+    assert any("EXPIRED here, not released" in title for title in titles)
+    assert any(title.startswith("BEGIN written") for title in titles)
+    assert "<script" not in page
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_text_has_one_line_per_lane_and_marks_the_double_run() -> None:
+    outcome = _world(400.0)
+    text = render_terminal(outcome.trace, width=100)
+    lines = text.splitlines()
+    lanes = [line for line in lines if re.match(r"^\S[^|]*\|.*\|$", line)]
+    labels = [line.split("|")[0].strip() for line in lanes]
+    assert labels == ["virtual ms", "cron", "alarm", "scope-1", "double run"]
+    assert all(len(line) <= 100 for line in lines)
+    assert "X" in lanes[-1].split("|")[1]
+    assert f"note: double run: {short(_run_id(outcome))} by alarm and cron" in text
+    # Both owners' BEGINs on the store's row for the run, each in its drive's letter.
+    assert "A" in lanes[3]
+    assert "B" in lanes[3]
+
+
+def test_a_late_begin_without_overlap_is_a_stale_pass_not_a_double_run() -> None:
+    outcome = _world(0.0)
+    model = build_timeline(outcome.trace)
+    assert model.overlaps == []
+    (stale,) = [p for p in model.passes if p.stale_since is not None]
+    assert stale.drive == "cron"
+    assert 'class="double-run"' not in render_html(outcome.trace, title="t")
+    assert "stale pass" in render_terminal(outcome.trace)
+
+
+def test_rendering_is_deterministic() -> None:
+    outcome = _world(400.0)
+    again = Trace.from_lines(outcome.trace.to_bytes().decode("utf-8").splitlines())
+    assert render_html(outcome.trace, title="x") == render_html(again, title="x")
+    assert render_terminal(outcome.trace) == render_terminal(again)
+
+
+def test_leases_are_placed_by_the_store_clock() -> None:
+    outcome = _world(400.0, skew_ms=250.0)
+    model = build_timeline(outcome.trace)
+    assert model.clock is not None
+    assert abs(model.clock.rate - 1.01) < 1e-3
+    cron = next(lease for lease in model.leases if lease.drive == "cron")
+    # Claimed at t≈5 for 1000 ms of the store's clock, which runs 1% fast: it expires earlier.
+    (claimed_at, expiry), *_ = cron.renewals
+    assert 985 < expiry - claimed_at < 995
+
+
+def test_lease_segments_hatch_what_expired_unreleased() -> None:
+    lease = Lease("s", "r", "o", "d", 0.0, False, renewals=[(0.0, 100.0), (150.0, 250.0)])
+    lease.ended_at = 200.0
+    assert lease.segments(1000.0) == [
+        (0.0, 100.0, True),
+        (100.0, 150.0, False),
+        (150.0, 200.0, True),
+    ]
+
+
+def test_scale_cuts_long_idle_gaps_and_keeps_order() -> None:
+    scale = build_scale(
+        [0.0, 10.0, 5000.0, 5010.0],
+        0.0,
+        5010.0,
+        left=0.0,
+        width=100.0,
+        cut_width=4.0,
+        min_width=1.0,
+        max_cuts=5,
+    )
+    assert [piece.cut for piece in scale.pieces] == [False, True, False]
+    xs = [scale.x(t) for t in (0.0, 5.0, 10.0, 2000.0, 5000.0, 5010.0)]
+    assert xs == sorted(xs)
+    assert xs[-1] == 100.0
+
+
+def test_store_clock_fit_without_pairs_or_slope() -> None:
+    assert StoreClock.fit([]) is None
+    assert StoreClock.fit([(5.0, 1000.0)]) == StoreClock(995.0, 1.0)
+
+
+def test_an_empty_trace_renders() -> None:
+    page = render_html(Trace(), title="empty")
+    svg = _svg(page)
+    assert svg.tag == f"{SVG}svg"
+    text = render_terminal(Trace(), width=60)
+    assert "0 events" in text
+    assert all(len(line) <= 60 for line in text.splitlines())
+
+
+def test_write_timeline(tmp_path: Path) -> None:
+    path = tmp_path / "timeline.html"
+    write_timeline(_world(400.0).trace, path, title="late BEGIN")
+    assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_a_big_trace_is_aggregated_and_says_so() -> None:
+    # Ten copies of the world, each shifted in time and with its own ids: many passes and steps.
+    base = _world(400.0).trace.to_bytes().decode("utf-8")
+    lines: list[str] = []
+    for copy in range(100):
+        shifted = Trace.from_lines(base.replace("01M43", f"{copy:05d}").splitlines())
+        for event in shifted.events:
+            event["t"] = event["t"] + copy * 25_000.0
+        lines += list(shifted.lines())
+    trace = Trace.from_lines(lines)
+    assert len(trace.events) > 10_000
+    page = render_html(trace, title="big")
+    _svg(page)
+    assert "aggregated:" in page
+    assert "more runs not drawn" in page
+    text = render_terminal(trace, width=80)
+    assert all(len(line) <= 80 for line in text.splitlines())
