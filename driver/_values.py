@@ -57,11 +57,15 @@ class JobRunRow:
     def from_row(cls, row: Mapping[str, Any]) -> JobRunRow:
         """From a mapping of column names (an ``sqlite3.Row`` or a dict); an older shape's
         missing optional columns read as NULL."""
-        names = set(row.keys())
+        names = list(row.keys())
+        if names == _RUN_COLUMNS:
+            # The current shape, in the spec's column order: every store read takes this path.
+            return cls(*(row[name] for name in _RUN_COLUMNS))
+        present = set(names)
         values = {
             field.name: row[field.name]
             for field in attrs.fields(cls)
-            if field.name in names or field.default is attrs.NOTHING
+            if field.name in present or field.default is attrs.NOTHING
         }
         return cls(**values)
 
@@ -71,6 +75,9 @@ class JobRunRow:
     @property
     def key(self) -> JobRunKey:
         return JobRunKey(self.module_id, self.job, self.instance)
+
+
+_RUN_COLUMNS = [field.name for field in attrs.fields(JobRunRow)]
 
 
 @attrs.frozen
