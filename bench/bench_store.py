@@ -20,7 +20,6 @@ from __future__ import annotations
 import sqlite3
 import sys
 import time
-from functools import partial
 
 import trio
 import trio.testing
@@ -132,12 +131,9 @@ def main(n: int = DEFAULT_N) -> None:
     for label, rate in figures:
         print(f"{label:<36}{rate:>10,.0f} claims/s   {rate / raw:.2f} of raw")
     rates = dict(figures)
-    for callers in (1, 16):
-        plain = rates[f"actor, {callers} caller{'s' if callers > 1 else ''}, no latency"]
-        slow = rates[f"actor, {callers} caller{'s' if callers > 1 else ''}, 5 ms each leg"]
-        print(
-            f"latency on both legs, {callers:>2} caller(s): {slow / plain:.2f} of the no-latency rate"
-        )
+    for callers in ("1 caller", "16 callers"):
+        ratio = rates[f"actor, {callers}, 5 ms each leg"] / rates[f"actor, {callers}, no latency"]
+        print(f"latency on both legs, {callers}: {ratio:.2f} of the no-latency rate")
 
 
 if __name__ == "__main__":
