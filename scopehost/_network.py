@@ -23,7 +23,10 @@ class Network:
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, trio.Event]] = []
         self._seq = itertools.count()
-        self._wake = trio.Event()
+        #: The cancel scope the network task sleeps in, its deadline the earliest entry's due
+        #: time. A waiter with an earlier one moves that deadline itself, so adding a wait never
+        #: costs the network task a wake-up of its own.
+        self._timer: trio.CancelScope | None = None
 
     async def sleep_ms(self, ms: float) -> None:
         """Sleep ``ms`` milliseconds of virtual time, woken in (due, seq) order."""
@@ -36,7 +39,9 @@ class Network:
     async def sleep_until(self, due: float) -> None:
         event = trio.Event()
         heapq.heappush(self._heap, (due, next(self._seq), event))
-        self._wake.set()
+        timer = self._timer
+        if timer is not None and due < timer.deadline:
+            timer.deadline = due
         await event.wait()
 
     async def serve(self) -> None:
@@ -46,9 +51,7 @@ class Network:
             now = trio.current_time()
             while heap and heap[0][0] <= now:
                 heapq.heappop(heap)[2].set()
-            self._wake = trio.Event()
-            if heap:
-                with trio.move_on_at(heap[0][0]):
-                    await self._wake.wait()
-            else:
-                await self._wake.wait()
+            with trio.CancelScope(deadline=heap[0][0] if heap else math.inf) as timer:
+                self._timer = timer
+                await trio.sleep_forever()
+            self._timer = None

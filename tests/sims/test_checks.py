@@ -1,0 +1,87 @@
+"""The checks read a trace and say, in words, what broke the spec — including on traces no world
+would write, which is where a check earns its keep."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sims import Trace, check_trace, simulate
+
+RUN = "01RUN0000000000000000000AA"
+ROW = {
+    "id": RUN,
+    "module_id": "importer",
+    "job": "walk",
+    "instance": "default",
+    "status": "running",
+    "attempts": 0,
+    "next_attempt_at": None,
+    "lease_owner": None,
+    "lease_began_at": None,
+    "admission_misses": None,
+    "last_error": None,
+}
+
+
+def _build(events: tuple[dict[str, Any], ...]) -> Trace:
+    trace = Trace()
+    trace.events.extend(events)
+    return trace
+
+
+def _start(t: float, row_id: str = RUN, seq: int = 1) -> list[dict[str, Any]]:
+    row = {**ROW, "id": row_id}
+    send = {
+        "t": t,
+        "ev": "rpc.send",
+        "link": "a",
+        "seq": seq,
+        "op": "start_or_join",
+        "args": [{}, row],
+    }
+    done = {
+        "t": t,
+        "ev": "rpc.exec",
+        "link": "a",
+        "seq": seq,
+        "op": "start_or_join",
+        "store_at": "2026-10-04T12:00:00.000Z",
+        "result": row,
+    }
+    return [send, done]
+
+
+def test_a_handler_run_without_begin_is_a_violation() -> None:
+    report = check_trace(
+        _build(
+            (
+                *_start(0),
+                {"t": 5, "ev": "handler.invoke", "drive": "a", "run": RUN, "owner": "O1"},
+            )
+        ),
+        settles=False,
+    )
+    assert [f.line() for f in report.violations] == [
+        "[violation] handler-iff-begin run 0000AA at 5 ms: drive a invoked the handler for pass "
+        "O1 with no BEGIN written for it"
+    ]
+
+
+def test_a_second_live_run_for_one_key_is_a_violation() -> None:
+    report = check_trace(_build((*_start(0), *_start(1, RUN[:-2] + "BB", seq=2))), settles=False)
+    assert [f.check for f in report.violations] == ["one-live-run-per-key"]
+    assert "while run 0000AA was live for the same key importer/walk/default" in (
+        report.violations[0].text
+    )
+
+
+def test_a_run_left_running_at_the_end_is_reported_when_faults_were_bounded() -> None:
+    end = {"t": 9, "ev": "world.end", "runs": {"scope-1": [dict(ROW)]}}
+    assert [f.check for f in check_trace(_build((*_start(0), end))).violations] == ["runs-settle"]
+    assert check_trace(_build((*_start(0), end)), settles=False).ok
+
+
+def test_checking_a_kept_trace_agrees_with_checking_it_live() -> None:
+    simulation = simulate("lease-expiry-between-steps", 2)
+    again = check_trace(simulation.outcome.trace)
+    assert again.findings == simulation.report.findings
