@@ -24,7 +24,7 @@ import time
 import trio
 import trio.testing
 
-from driver import JOB_LEASE_EXPIRED_NOTE, JobRunRow, iso_from_ms, parse_iso_ms
+from driver import JOB_LEASE_EXPIRED_NOTE, JobRunKey, JobRunRow, iso_from_ms, parse_iso_ms
 from scopehost import JOB_RUN_CLAIM_SQL, Link, ScopeDatabase, open_scope_host
 
 T0 = "2026-10-04T12:00:00.000Z"
@@ -34,23 +34,8 @@ DEFAULT_N = 20_000
 
 
 def _row(index: int) -> JobRunRow:
-    return JobRunRow(
-        id=f"01JBENCH{index:018d}",
-        module_id="bench",
-        job="walk",
-        instance=f"i{index}",
-        payload="{}",
-        subject_id=None,
-        status="running",
-        cursor=None,
-        counters="{}",
-        attempts=0,
-        last_error=None,
-        started_at=T0,
-        updated_at=T0,
-        next_attempt_at=None,
-        ended_at=None,
-    )
+    key = JobRunKey("bench", "walk", f"i{index}")
+    return JobRunRow.fresh(f"01JBENCH{index:018d}", key, payload="{}", at=T0)
 
 
 def _fill(database: ScopeDatabase, n: int) -> list[str]:

@@ -1,44 +1,38 @@
-"""The 100 000-object walk, timed: ``python -m bench.bench_walk [OBJECTS] [SEED]``.
+"""The spec's opening example, timed: ``python -m bench.bench_walk [SEED]``.
 
-Runs the walk of ``bench.walk`` (chunks of 100, one step per object writing an effect row through
-``ctx.scope()``, with evictions, a drive restart and transient upstream failures) in virtual time,
-checks it against the spec, and prints its wall time and passes per second.
+Runs the ``walk-100k`` world: 100 000 objects, 100 per pass, one step per object writing an effect
+row through ``ctx.scope()``, through evictions, a deploy, transient upstream failures and lost
+step records, with every invariant checked live. It prints the wall time and passes per second.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 
-import trio
-import trio.testing
-
-from bench.walk import WalkResult, check, run_walk
+from sims import simulate
 
 
-def main(argv: list[str]) -> int:
-    objects = int(argv[0]) if argv else 100_000
-    seed = int(argv[1]) if len(argv) > 1 else 1
-    results: list[WalkResult] = []
-
-    async def walk() -> None:
-        results.append(await run_walk(objects, seed=seed))
-
+def main(seed: int = 1) -> int:
+    logging.getLogger("driver").setLevel(logging.ERROR)
     started = time.perf_counter()
-    trio.run(walk, clock=trio.testing.MockClock(autojump_threshold=0))
+    simulation = simulate("walk-100k", seed)
     wall = time.perf_counter() - started
-    [result] = results
-    check(result, objects)
-    duplicates = sum(count - 1 for count in result.effects.values() if count > 1)
-    print(f"objects        {objects}")
-    print(f"passes         {result.passes}")
-    print(f"restarts       {result.restarts}")
-    print(f"duplicates     {duplicates} (only where a memo was lost)")
-    print(f"wall time      {wall:.2f} s")
-    print(f"passes/sec     {result.passes / wall:.1f}")
-    print(f"objects/sec    {objects / wall:.0f}")
-    return 0
+    facts = simulation.facts
+    run = facts.only_run()
+    effects = simulation.outcome.effects["scope-1"]
+    passes = facts.count("handler.invoke")
+    print(f"objects           {run.counters.get('walked', 0):,.0f} walked, run {run.status}")
+    print(f"passes            {passes:,}")
+    print(f"simulated RPCs    {facts.count('rpc.exec'):,}")
+    print(f"effects twice     {sum(1 for n in effects.values() if n > 1)} (each explained)")
+    print(f"violations        {len(simulation.report.violations)}")
+    print(f"wall time         {wall:.1f} s")
+    print(f"passes/sec        {passes / wall:.1f}")
+    print(f"objects/sec       {len(effects) / wall:,.0f}")
+    return 0 if simulation.ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 1))

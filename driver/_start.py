@@ -51,22 +51,8 @@ async def start_job_run(
         raise ValidationFailed(errors)
     at = now()
     key = JobRunKey(input.module_id, input.job, input.instance)
-    row = JobRunRow(
-        id=mint_id(),
-        module_id=input.module_id,
-        job=input.job,
-        instance=input.instance,
-        payload=dumps(input.payload),
-        subject_id=input.subject,
-        status="running",
-        cursor=None,
-        counters="{}",
-        attempts=0,
-        last_error=None,
-        started_at=at,
-        updated_at=at,
-        next_attempt_at=None,
-        ended_at=None,
+    row = JobRunRow.fresh(
+        mint_id(), key, payload=dumps(input.payload), at=at, subject_id=input.subject
     )
     live = await store.start_or_join(key, row)
     if live.subject_id != input.subject:

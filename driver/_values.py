@@ -69,6 +69,35 @@ class JobRunRow:
         }
         return cls(**values)
 
+    @classmethod
+    def fresh(
+        cls,
+        id: str,
+        key: JobRunKey,
+        *,
+        payload: str,
+        at: str,
+        subject_id: str | None = None,
+    ) -> JobRunRow:
+        """A run as a start inserts it: running, no cursor, no counts, nothing charged."""
+        return cls(
+            id=id,
+            module_id=key.module_id,
+            job=key.job,
+            instance=key.instance,
+            payload=payload,
+            subject_id=subject_id,
+            status="running",
+            cursor=None,
+            counters="{}",
+            attempts=0,
+            last_error=None,
+            started_at=at,
+            updated_at=at,
+            next_attempt_at=None,
+            ended_at=None,
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
 

@@ -21,6 +21,7 @@ from driver import (
 from ._faults import (
     CrashDrive,
     DelayLeg,
+    DropLeg,
     Evict,
     FaultPlan,
     PauseDrive,
@@ -414,11 +415,18 @@ def _expect_walk(sim: Simulation) -> list[str]:
     effects = sim.outcome.effects[SCOPE]
     objects = run.payload["objects"] if isinstance(run.payload, dict) else 0
     missing = [i for i in range(objects) if effects[f"{run.id}/{i}"] == 0]
+    doubled = sum(1 for n in effects.values() if n > 1)
     return expect_all(
         (run.status == "done", f"the walk ends done, it is {run.status} ({run.last_error!r})"),
         (run.counters == {"walked": objects}, f"every object counted once: {run.counters}"),
         (not missing, f"every object has its effect; missing {missing[:5]}"),
         (facts.count("fault.evict") >= 3 and facts.count("fault.crash") >= 1, "the faults struck"),
+        (facts.count("rpc.drop") >= 1, "record_step requests were lost on the wire"),
+        (
+            doubled == sim.report.explained_of("effects"),
+            f"{doubled} effects landed twice and the checks explained "
+            f"{sim.report.explained_of('effects')}: each must be a step whose record was lost",
+        ),
     )
 
 
@@ -431,9 +439,16 @@ def _walk_setup(seed: int) -> WorldSetup:
         UpstreamFailure(first=first, count=2)
         for first in sorted(rng.sample(range(100, 200_000), 20))
     )
+    # A record_step request lost on the wire after its effect landed: the one window where the
+    # spec lets an effect land twice ("a stop after fn's effect lands and before recordStep").
+    lost_records = tuple(
+        DropLeg(drive=drive, operation="record_step", nth=nth, leg="request")
+        for drive in ("cron", "alarm")
+        for nth in sorted(rng.sample(range(1, 40_000), 5))
+    )
     deploy = CrashDrive(drive="cron", at_ms=float(rng.randint(5_000, 30_000)), down_ms=3_000)
     return WorldSetup(
-        plan=FaultPlan((*evictions, deploy, *failures)),
+        plan=FaultPlan((*evictions, deploy, *failures, *lost_records)),
         objects=WALK_OBJECTS,
         lease_ms=5_000,
         trace=False,
@@ -443,8 +458,9 @@ def _walk_setup(seed: int) -> WorldSetup:
 @scenario("walk-100k", setup=_walk_setup, expect=_expect_walk)
 async def walk_100k(world: World) -> None:
     """The spec's opening example: walk 100 000 objects, 100 per pass, one step per object, through
-    five evictions, a deploy (the cron killed mid-pass and back 3 s later) and forty transient
-    upstream failures — continuing where it stopped, every object's effect landing."""
+    five evictions, a deploy (the cron killed mid-pass and back 3 s later), forty transient
+    upstream failures and ten lost step records — continuing where it stopped, every object's
+    effect landing, and an effect landing twice only where its step's record was lost."""
     world.add_drive(DriveSpec(name="cron", request_ms=0.0, reply_ms=0.0))
     world.add_drive(DriveSpec(name="alarm", request_ms=0.0, reply_ms=0.0))
     await world.start_walk("cron", SCOPE, objects=WALK_OBJECTS, chunk=100)

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from driver import JobRunPatch, JobRunRow, JobStepRow, add_ms
+from driver import JobRunKey, JobRunPatch, JobRunRow, JobStepRow, add_ms
 from scopehost._database import ModuleOperation, ScopeDatabase
 
 T0 = "2026-10-04T12:00:00.000Z"
@@ -34,22 +34,8 @@ def open_db(
 
 
 def new_row(run_id: str = "run-1", **changes: Any) -> JobRunRow:
-    row = JobRunRow(
-        id=run_id,
-        module_id="mod",
-        job="walk",
-        instance="default",
-        payload='{"source":"s3"}',
-        subject_id=None,
-        status="running",
-        cursor=None,
-        counters="{}",
-        attempts=0,
-        last_error=None,
-        started_at=T0,
-        updated_at=T0,
-        next_attempt_at=None,
-        ended_at=None,
+    row = JobRunRow.fresh(
+        run_id, JobRunKey("mod", "walk", "default"), payload='{"source":"s3"}', at=T0
     )
     return attrs.evolve(row, **changes)
 
