@@ -8,6 +8,8 @@ latency and faults a test or a simulation controls.
 from ._clock import DEFAULT_EPOCH_MS, StoreClock
 from ._database import ScopeDatabase
 from ._describe import describe
+from ._dump import JobRunDump, JobStepDumpRow
+from ._erasure import tombstone
 from ._errors import (
     DoorHeld,
     HostClosed,
@@ -21,6 +23,7 @@ from ._errors import (
 from ._host import DatabaseFactory, ScopeHost, open_scope_host
 from ._link import LegDelay, Link, LinkCall, LinkOutcome, ReplyHook, RequestHook, Verdict
 from ._network import Network
+from ._operations import DEFAULT_OPERATIONS, ModuleOperation
 from ._sql import (
     JOB_RUN_BEGIN_SQL,
     JOB_RUN_CLAIM_SQL,
@@ -37,6 +40,7 @@ from ._stub import ScopeDoor, ScopeStub
 
 __all__ = [
     "DEFAULT_EPOCH_MS",
+    "DEFAULT_OPERATIONS",
     "JOB_RUN_BEGIN_SQL",
     "JOB_RUN_CLAIM_SQL",
     "JOB_RUN_DDL",
@@ -50,10 +54,13 @@ __all__ = [
     "DatabaseFactory",
     "DoorHeld",
     "HostClosed",
+    "JobRunDump",
+    "JobStepDumpRow",
     "LegDelay",
     "Link",
     "LinkCall",
     "LinkOutcome",
+    "ModuleOperation",
     "Network",
     "ReplyDropped",
     "ReplyHook",
@@ -71,4 +78,5 @@ __all__ = [
     "Verdict",
     "describe",
     "open_scope_host",
+    "tombstone",
 ]

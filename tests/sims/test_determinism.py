@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 
-from sims import Trace, simulate
+from sims import SCENARIOS, Trace, run_world, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,3 +50,11 @@ def test_a_written_trace_reads_back_event_for_event(tmp_path: Path) -> None:
     again = Trace.read(tmp_path / "t.jsonl")
     assert again.events == trace.events
     assert again.digest() == trace.digest()
+
+
+def test_a_world_on_sqlite_files_writes_the_same_trace_as_one_in_memory(tmp_path: Path) -> None:
+    scenario = SCENARIOS["lease-expiry-between-steps"]
+    in_memory = run_world(5, scenario.setup(5), scenario.drive)
+    on_disk = run_world(5, attrs.evolve(scenario.setup(5), directory=tmp_path), scenario.drive)
+    assert on_disk.trace.to_bytes() == in_memory.trace.to_bytes()
+    assert (tmp_path / "scope-1.sqlite3").exists()
