@@ -7,7 +7,6 @@ Run as ``python -m bench.bench_sims [SEEDS]``. Each world is a whole ``trio.run`
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 
@@ -34,7 +33,6 @@ def sweep_seconds(scenario: str, seeds: int, jobs: int) -> float:
 
 
 def main(seeds: int = DEFAULT_SEEDS) -> None:
-    logging.getLogger("driver").setLevel(logging.ERROR)
     world_rate("late-begin", 5)  # warm imports and caches
     print(f"worlds per figure: {seeds}, one process")
     for scenario in ("late-begin", "random"):

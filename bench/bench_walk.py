@@ -7,7 +7,6 @@ step records, with every invariant checked live. It prints the wall time and pas
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 
@@ -15,7 +14,6 @@ from sims import simulate
 
 
 def main(seed: int = 1) -> int:
-    logging.getLogger("driver").setLevel(logging.ERROR)
     started = time.perf_counter()
     simulation = simulate("walk-100k", seed)
     wall = time.perf_counter() - started

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,8 +52,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
-    # Admission misses are logged by the kernel; in a simulation they are in the story already.
-    logging.getLogger("driver").setLevel(logging.ERROR)
     try:
         if arguments.command == "list":
             return _list()

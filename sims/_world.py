@@ -9,6 +9,7 @@ so adding a stream does not shift the draws of the others, and ``PYTHONHASHSEED`
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from collections import Counter
@@ -46,6 +47,12 @@ from scopehost import (
 from ._faults import CrashDrive, DelayLeg, DropLeg, Evict, FaultPlan, PauseDrive
 from ._trace import Trace
 from ._upstream import Upstream
+
+#: Admission misses are in the trace and the story already; the kernel's log line would only
+#: repeat them on stderr, once per miss, in every world of a sweep.
+_DRIVE_LOG = logging.getLogger("sims.drives")
+_DRIVE_LOG.addHandler(logging.NullHandler())
+_DRIVE_LOG.propagate = False
 
 #: The module and job every simulated walk is registered as.
 WALK_MODULE = "importer"
@@ -89,6 +96,7 @@ class SimDrive:
             monotonic=lambda: origin + trio.current_time() * 1000.0,
             rng=world.rng(f"drive:{spec.name}"),
             observer=world.trace.record,
+            log=_DRIVE_LOG,
         )
         self._calls: Counter[str] = Counter()
         self._call_index: dict[int, int] = {}

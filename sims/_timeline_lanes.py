@@ -1,0 +1,345 @@
+"""The page's lanes: a drive's passes and marks, a scope's leases, effects and marks."""
+
+from __future__ import annotations
+
+from ._timeline_model import Lease, Mark, Pass, StoreClock, runs_shown, short
+from ._timeline_scale import fmt_ms, fmt_store
+from ._timeline_svg import REFUSAL, Row, Shape, Sheet, fmt_num, merged_title
+
+
+class Lanes(Sheet):
+    """Draws the drive lanes and the scope lanes of a :class:`Sheet`."""
+
+    # -- drives -----------------------------------------------------------------------------------
+
+    def drive_lanes(self) -> None:
+        rows = self.layout.rows
+        shown = {name for kind, name, _, _ in self.layout.lanes if kind == "drive"}
+        passes_by_owner: dict[str, Pass] = {}
+        for found in self.model.passes:
+            passes_by_owner[found.owner] = found
+            if found.drive in shown:
+                self.draw_pass(found, rows[("drive", found.drive, found.row)])
+        marks: list[tuple[Row, Mark]] = []
+        for mark in self.model.marks:
+            if mark.lane not in shown or mark.kind in ("evict", "start", "note"):
+                continue
+            owner = passes_by_owner.get(mark.owner or "")
+            row = rows[("drive", mark.lane, owner.row if owner is not None else -1)]
+            marks.append((row, mark))
+        self.draw_marks(marks)
+
+    def draw_pass(self, found: Pass, row: Row) -> None:
+        svg, horizon = self.svg, self.model.end
+        color = self.color(found.drive)
+        mid = row.y + row.height / 2
+        end = found.end(horizon)
+        title = pass_title(found, horizon)
+        handler = found.handler_span(horizon)
+        admission_end = handler[0] if handler is not None else end
+        x0, x1 = self.x(found.claimed_at), self.x(admission_end)
+        svg.add(
+            "rect",
+            title=title,
+            x=x0,
+            y=mid - 1.5,
+            width=max(x1 - x0, 1.0),
+            height=3,
+            fill=color,
+            opacity=0.55,
+        )
+        if found.began_at is not None:
+            bx = self.x(found.began_at)
+            svg.add("line", x1=bx, y1=mid - 7, x2=bx, y2=mid + 7, stroke="#111111", stroke_width=2)
+        if handler is None:
+            return
+        hx0, hx1 = self.x(handler[0]), self.x(handler[1])
+        stale = found.stale_since is not None
+        svg.add(
+            "rect",
+            title=title,
+            x=hx0,
+            y=mid - 7,
+            width=max(hx1 - hx0, 2.0),
+            height=14,
+            fill=color,
+            fill_opacity=0.35,
+            stroke=REFUSAL if stale else color,
+            stroke_width=1.5 if stale else 1,
+            stroke_dasharray="4 2" if stale else None,
+            rx=2,
+        )
+        self.draw_steps(found, mid)
+        label = f"{short(found.run)} · {short(found.owner)}" + (" · stale" if stale else "")
+        if hx1 - hx0 > 7 * len(label):
+            svg.add("text", text=label, x=hx0 + 4, y=mid + 4, font_size=10, fill="#222222")
+
+    def draw_steps(self, found: Pass, mid: float) -> None:
+        horizon = found.end(self.model.end)
+        shapes = [
+            Shape(
+                step.start,
+                step.end if step.end is not None else horizon,
+                "error" if step.error else "ok",
+                f"step {step.name} attempt {step.attempt}: {fmt_ms(step.start)}–"
+                f"{fmt_ms(step.end) if step.end is not None else '?'} ms"
+                + (f", error {step.error}" if step.error else "")
+                + ("" if step.recorded is not False else ", NOT recorded"),
+            )
+            for step in found.steps
+        ]
+        for shape in self.merge(shapes, 1.0):
+            x0, x1 = self.x(shape.t0), self.x(shape.t1)
+            fill = REFUSAL if shape.key == "error" else self.color(found.drive)
+            self.svg.add(
+                "rect",
+                title=merged_title(shape),
+                x=x0,
+                y=mid - 4,
+                width=max(x1 - x0, 1.5),
+                height=8,
+                fill=fill,
+                stroke="#ffffff",
+                stroke_width=0.5,
+            )
+        memos = [Shape(t, t, "memo", f"memo hit: step {name}") for t, name in found.memos]
+        for shape in self.merge(memos, 2.0):
+            self.svg.diamond(
+                self.x(shape.t0), mid, 4, "#ffffff", merged_title(shape), stroke="#111111"
+            )
+
+    def draw_marks(self, marks: list[tuple[Row, Mark]]) -> None:
+        spans = [(row, mark) for row, mark in marks if mark.since is not None]
+        for row, mark in spans:
+            self.draw_span_mark(row, mark)
+        points: dict[tuple[str, int], list[Shape]] = {}
+        rows: dict[tuple[str, int], Row] = {}
+        for row, mark in marks:
+            if mark.since is None or mark.kind == "late":
+                key = (row.lane, row.index)
+                rows[key] = row
+                points.setdefault(key, []).append(Shape(mark.t, mark.t, mark.kind, mark.title))
+        for key, shapes in points.items():
+            row = rows[key]
+            for shape in self.merge(shapes, 2.0):
+                self.point_mark(row, shape)
+
+    def draw_span_mark(self, row: Row, mark: Mark) -> None:
+        assert mark.since is not None
+        x0, x1 = self.x(mark.since), self.x(mark.t)
+        y = row.y + row.height / 2 + (3 if mark.kind == "late" else -3)
+        color = {"delay": "#e07b00", "pause": "#8e44ad", "late": "#1f77b4", "down": "#555555"}
+        stroke = color.get(mark.kind, "#555555")
+        if mark.kind == "down":
+            self.svg.add(
+                "rect",
+                title=mark.title,
+                x=x0,
+                y=row.y + 2,
+                width=max(x1 - x0, 1.0),
+                height=row.height - 4,
+                fill="#555555",
+                opacity=0.18,
+            )
+            return
+        dash = "3 2" if mark.kind == "late" else None
+        self.svg.add(
+            "line",
+            title=mark.title,
+            x1=x0,
+            y1=y,
+            x2=max(x1, x0 + 1),
+            y2=y,
+            stroke=stroke,
+            stroke_width=2,
+            stroke_dasharray=dash,
+        )
+        if mark.kind in ("delay", "pause"):
+            self.svg.add("circle", title=mark.title, cx=x0, cy=y, r=3, fill=stroke)
+
+    def point_mark(self, row: Row, shape: Shape) -> None:
+        x, y = self.x(shape.t0), row.y + row.height / 2
+        if shape.key == "late":
+            y += 3
+        title = merged_title(shape)
+        if shape.key == "refusal":
+            self.svg.cross(x, y, 4.5, REFUSAL, title)
+        elif shape.key == "crash":
+            self.svg.cross(x, y, 6, "#111111", title, width=3)
+        elif shape.key == "drop":
+            self.svg.cross(x, y, 4, "#e07b00", title)
+        elif shape.key == "late":
+            self.svg.add(
+                "path",
+                title=title,
+                d=f"M{fmt_num(x)},{fmt_num(y)} l-7,-4 l0,8 z",
+                fill="#1f77b4",
+            )
+        elif shape.key == "tick":
+            self.svg.add("line", title=title, x1=x, y1=row.y + 2, x2=x, y2=row.y + 7, stroke="#999")
+        elif shape.key == "skip":
+            self.svg.add("circle", title=title, cx=x, cy=y, r=3, fill="none", stroke="#555555")
+
+    # -- scopes -----------------------------------------------------------------------------------
+
+    def scope_lanes(self) -> None:
+        for lease in self.model.leases:
+            row = self.run_rows.get((lease.run, lease.scope))
+            if row is not None:
+                self.draw_lease(lease, row)
+        effects: dict[tuple[str, str], list[Shape]] = {}
+        for effect in self.model.effects:
+            kind = "duplicate" if effect.copy > 1 else "effect"
+            title = f"effect {effect.key} at {fmt_ms(effect.t)} ms" + (
+                f" (copy {effect.copy}: the work ran twice)" if effect.copy > 1 else ""
+            )
+            effects.setdefault((effect.run, effect.scope), []).append(
+                Shape(effect.t, effect.t, kind, title)
+            )
+        for where, shapes in effects.items():
+            row = self.run_rows.get(where)
+            if row is not None:
+                for shape in self.merge(shapes, 2.0):
+                    self.draw_effect(row, shape)
+        self.scope_marks()
+
+    def draw_lease(self, lease: Lease, row: Row) -> None:
+        svg = self.svg
+        color = self.color(lease.drive)
+        mid = row.y + row.height / 2
+        title = lease_title(lease, self.model.clock)
+        for start, end, held in lease.segments(self.model.end):
+            x0, x1 = self.x(start), self.x(end)
+            svg.add(
+                "rect",
+                title=title + ("" if held else " — EXPIRED here, not released"),
+                x=x0,
+                y=mid - 6,
+                width=max(x1 - x0, 1.0),
+                height=12,
+                fill=color if held else "url(#hatch)",
+                fill_opacity=0.8 if held else None,
+                stroke=color,
+                stroke_width=0.8,
+                opacity=1.0 if held else 0.6,
+            )
+        if lease.takeover:
+            x = self.x(lease.claimed_at)
+            svg.add(
+                "path",
+                title=f"takeover of a BEGUN lease by {short(lease.owner)} ({lease.drive})",
+                d=f"M{fmt_num(x)},{fmt_num(mid - 9)} l4,-5 l-8,0 z",
+                fill=REFUSAL,
+            )
+        if lease.began_at is not None:
+            x = self.x(lease.began_at)
+            svg.add(
+                "line",
+                title=f"BEGIN written for {short(lease.owner)} at {fmt_ms(lease.began_at)} ms",
+                x1=x,
+                y1=mid - 9,
+                x2=x,
+                y2=mid + 9,
+                stroke="#111111",
+                stroke_width=2.5,
+            )
+        if lease.ended_at is not None and lease.end_reason != "taken over":
+            x = self.x(lease.ended_at)
+            svg.add("line", x1=x, y1=mid - 6, x2=x, y2=mid + 6, stroke="#111111", stroke_width=1)
+        segments = lease.segments(self.model.end)
+        if segments:
+            x0, x1 = self.x(segments[0][0]), self.x(segments[0][1])
+            label = f"{lease.drive} {short(lease.owner)}"
+            if x1 - x0 > 6.5 * len(label) + 8:
+                svg.add("text", text=label, x=x0 + 4, y=mid + 4, font_size=10, fill="#ffffff")
+
+    def draw_effect(self, row: Row, shape: Shape) -> None:
+        y = row.y + row.height / 2
+        duplicate = shape.key == "duplicate"
+        self.svg.add(
+            "circle",
+            title=merged_title(shape),
+            cx=self.x(shape.t0),
+            cy=y,
+            r=4.5 if duplicate else 2.5,
+            fill=REFUSAL if duplicate else "#111111",
+            stroke="#ffffff",
+            stroke_width=0.8,
+        )
+
+    def scope_marks(self) -> None:
+        lanes = {name: (y, h) for kind, name, y, h in self.layout.lanes if kind == "scope"}
+        for kind, name, _, _ in self.layout.lanes:
+            if kind == "scope":
+                for index, run in enumerate(runs_shown(self.model, name)):
+                    row = self.layout.rows[("scope", name, index)]
+                    self.svg.add("text", text=short(run), x=24, y=row.y + 14, fill="#555555")
+        for mark in self.model.marks:
+            if mark.lane not in lanes:
+                continue
+            y, h = lanes[mark.lane]
+            x = self.x(mark.t)
+            if mark.kind == "evict":
+                self.svg.add(
+                    "line",
+                    title=mark.title,
+                    x1=x,
+                    y1=y - 2,
+                    x2=x,
+                    y2=y + h + 2,
+                    stroke="#111111",
+                    stroke_width=2,
+                    stroke_dasharray="5 3",
+                )
+                self.svg.add("text", text="evicted", x=x + 3, y=y + 9, font_size=9)
+            elif mark.kind == "start":
+                started = self.run_rows.get((mark.owner or "", mark.lane))
+                if started is not None:
+                    cy = started.y + started.height / 2
+                    self.svg.add(
+                        "circle", title=mark.title, cx=x, cy=cy, r=3, fill="none", stroke="#111"
+                    )
+
+
+# -- hover titles ---------------------------------------------------------------------------------
+
+
+def pass_title(found: Pass, horizon: float) -> str:
+    parts = [
+        f"pass {found.owner} of run {found.run} on {found.drive}",
+        f"claimed {fmt_ms(found.claimed_at)} ms" + (" (takeover)" if found.takeover else ""),
+    ]
+    if found.began_at is not None:
+        parts.append(f"BEGIN acknowledged {fmt_ms(found.began_at)} ms")
+    span = found.handler_span(horizon)
+    if span is not None:
+        parts.append(f"handler {fmt_ms(span[0])}–{fmt_ms(span[1])} ms")
+    parts.append(f"{len(found.steps)} steps run, {len(found.memos)} memo hits")
+    if found.outcome is not None:
+        parts.append(f"outcome {found.outcome} (written: {found.written})")
+    if found.error:
+        parts.append(f"error: {found.error}")
+    if found.stale_since is not None:
+        parts.append(
+            f"STALE: its lease was taken over at {fmt_ms(found.stale_since)} ms, "
+            "before its handler started"
+        )
+    return "; ".join(parts)
+
+
+def lease_title(lease: Lease, clock: StoreClock | None) -> str:
+    parts = [f"lease of run {lease.run} held by {lease.owner} ({lease.drive})"]
+    parts.append(
+        f"claimed {fmt_ms(lease.claimed_at)} ms" + (" by takeover" if lease.takeover else "")
+    )
+    if lease.renewals:
+        expiry = lease.renewals[-1][1]
+        store = f" (store {fmt_store(clock.to_store(expiry))})" if clock is not None else ""
+        parts.append(f"last expiry {fmt_ms(expiry)} ms{store}")
+        if len(lease.renewals) > 1:
+            parts.append(f"renewed {len(lease.renewals) - 1} times")
+    if lease.began_at is not None:
+        parts.append(f"BEGIN {fmt_ms(lease.began_at)} ms")
+    if lease.ended_at is not None:
+        parts.append(f"{lease.end_reason} {fmt_ms(lease.ended_at)} ms")
+    return "; ".join(parts)

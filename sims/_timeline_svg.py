@@ -1,0 +1,230 @@
+"""The SVG writer and the page's geometry: where each lane and row goes, and what every part
+of the page draws with (:class:`Sheet`).
+
+Shapes of one kind closer than a pixel are merged into one with a count in its hover title
+(:func:`merge_shapes`), so the size of the page tracks the picture, not the trace.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from ._timeline_model import MAX_RUN_ROWS, Timeline, runs_shown, visible_lanes
+from ._timeline_scale import Scale, build_scale
+
+PALETTE = ("#3b6fd1", "#d9822b", "#2e9e6a", "#8e5bc4", "#c2407e", "#2a9fb5", "#8a7a2a", "#6b6b6b")
+REFUSAL = "#d62728"
+WIDTH = 1400
+LEFT = 170
+RIGHT = 24
+ROW = 20
+STRIP = 16
+LANE_GAP = 8
+#: Rows per drive lane (passes that overlap in one drive).
+MAX_PASS_ROWS = 4
+
+
+def fmt_num(value: float) -> str:
+    text = f"{value:.1f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _attrs(values: dict[str, Any]) -> str:
+    parts = []
+    for name, value in values.items():
+        if value is None:
+            continue
+        shown = fmt_num(value) if isinstance(value, float) else str(value)
+        parts.append(f'{name.rstrip("_").replace("_", "-")}="{html.escape(shown)}"')
+    return " ".join(parts)
+
+
+def _title(text: str) -> str:
+    if len(text) > 400:
+        text = text[:399] + "…"
+    return f"<title>{html.escape(text)}</title>"
+
+
+class Svg:
+    """The page's elements, in drawing order."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def add(self, tag: str, title: str | None = None, text: str | None = None, **a: Any) -> None:
+        inner = (_title(title) if title else "") + (html.escape(text) if text else "")
+        self.parts.append(
+            f"<{tag} {_attrs(a)}>{inner}</{tag}>" if inner else f"<{tag} {_attrs(a)}/>"
+        )
+
+    def raw(self, text: str) -> None:
+        self.parts.append(text)
+
+    def cross(
+        self, x: float, y: float, r: float, color: str, title: str, *, width: float = 2
+    ) -> None:
+        d = f"M{fmt_num(x - r)},{fmt_num(y - r)} L{fmt_num(x + r)},{fmt_num(y + r)} "
+        d += f"M{fmt_num(x - r)},{fmt_num(y + r)} L{fmt_num(x + r)},{fmt_num(y - r)}"
+        self.add("path", title=title, d=d, stroke=color, stroke_width=width, fill="none")
+
+    def diamond(
+        self, x: float, y: float, r: float, fill: str, title: str, *, stroke: str = "none"
+    ) -> None:
+        d = f"M{fmt_num(x)},{fmt_num(y - r)} L{fmt_num(x + r)},{fmt_num(y)} "
+        d += f"L{fmt_num(x)},{fmt_num(y + r)} L{fmt_num(x - r)},{fmt_num(y)} z"
+        self.add("path", title=title, d=d, fill=fill, stroke=stroke)
+
+
+# -- merging shapes closer than a pixel -----------------------------------------------------------
+
+
+@attrs.define
+class Shape:
+    """A drawn stretch (or point, ``t0 == t1``) with its hover text; ``count`` > 1 once merged."""
+
+    t0: float
+    t1: float
+    key: str
+    title: str
+    count: int = 1
+    last_title: str = ""
+
+
+def merge_shapes(shapes: Iterable[Shape], scale: Scale, *, within: float) -> list[Shape]:
+    """Merge neighbours of one key that would be drawn less than ``within`` apart."""
+    merged: list[Shape] = []
+    for shape in sorted(shapes, key=lambda s: (s.key, s.t0, s.t1)):
+        last = merged[-1] if merged else None
+        if (
+            last is not None
+            and last.key == shape.key
+            and (scale.x(shape.t0) - scale.x(last.t1) < within)
+        ):
+            last.t1 = max(last.t1, shape.t1)
+            last.count += 1
+            last.last_title = shape.title
+        else:
+            merged.append(attrs.evolve(shape))
+    return merged
+
+
+def merged_title(shape: Shape) -> str:
+    if shape.count == 1:
+        return shape.title
+    return f"{shape.count} merged: {shape.title} … {shape.last_title}"
+
+
+# -- the layout ----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Row:
+    """One drawn row: its lane key, what it shows, and its vertical place."""
+
+    lane: str
+    kind: str  # "strip" | "pass" | "run"
+    index: int
+    y: float
+    height: float
+
+
+@attrs.define
+class Layout:
+    rows: dict[tuple[str, str, int], Row] = attrs.field(factory=dict)
+    lanes: list[tuple[str, str, float, float]] = attrs.field(factory=list)  # kind, name, y, h
+    height: float = 0.0
+
+
+def pack_passes(model: Timeline) -> None:
+    """Give each pass a row in its drive's lane so that passes of one drive never overlap."""
+    ends: dict[str, list[float]] = {}
+    crowded: set[str] = set()
+    for found in sorted(model.passes, key=lambda p: (p.drive, p.claimed_at, p.owner)):
+        rows = ends.setdefault(found.drive, [])
+        free = [i for i, end in enumerate(rows) if end <= found.claimed_at]
+        if free:
+            found.row = free[0]
+        elif len(rows) < MAX_PASS_ROWS:
+            found.row = len(rows)
+            rows.append(0.0)
+        else:
+            found.row = MAX_PASS_ROWS - 1
+            crowded.add(found.drive)
+        rows[found.row] = max(rows[found.row], found.end(model.end))
+    for drive in sorted(crowded):
+        model.notes.append(f"{drive}: more than {MAX_PASS_ROWS} passes at once; extra stacked")
+
+
+def build_layout(model: Timeline, top: float) -> Layout:
+    layout = Layout()
+    drives, scopes = visible_lanes(model)
+    rows_per_drive: dict[str, int] = {}
+    for found in model.passes:
+        rows_per_drive[found.drive] = max(rows_per_drive.get(found.drive, 1), found.row + 1)
+    y = top
+    for drive in drives:
+        start = y
+        layout.rows[("drive", drive, -1)] = Row(drive, "strip", -1, y, STRIP)
+        y += STRIP
+        for index in range(rows_per_drive.get(drive, 1)):
+            layout.rows[("drive", drive, index)] = Row(drive, "pass", index, y, ROW)
+            y += ROW
+        layout.lanes.append(("drive", drive, start, y - start))
+        y += LANE_GAP
+    for scope in scopes:
+        start = y
+        layout.rows[("scope", scope, -1)] = Row(scope, "strip", -1, y, STRIP)
+        y += STRIP
+        runs = runs_shown(model, scope) or [""]
+        for index, run in enumerate(runs):
+            layout.rows[("scope", scope, index)] = Row(run, "run", index, y, ROW)
+            y += ROW
+        hidden = len(model.runs.get(scope, [])) - len(runs)
+        if hidden > 0:
+            model.notes.append(f"{scope}: {hidden} more runs not drawn (at most {MAX_RUN_ROWS})")
+        layout.lanes.append(("scope", scope, start, y - start))
+        y += LANE_GAP
+    layout.height = y
+    return layout
+
+
+class Sheet:
+    """What every part of the page draws with: the model, its scale and layout, the SVG."""
+
+    def __init__(self, model: Timeline, title: str) -> None:
+        self.model = model
+        self.title = title
+        self.svg = Svg()
+        self.merged = 0
+        pack_passes(model)
+        self.colors = {d: PALETTE[i % len(PALETTE)] for i, d in enumerate(model.drives)}
+        self.scale = build_scale(
+            model.instants(),
+            model.start,
+            model.end,
+            left=LEFT,
+            width=WIDTH - LEFT - RIGHT,
+            cut_width=18,
+            min_width=8,
+            max_cuts=(WIDTH - LEFT - RIGHT) // 40,
+        )
+        self.top = 110.0
+        self.layout = build_layout(model, self.top + 8)
+        self.run_rows = {
+            (row.lane, key[1]): row for key, row in self.layout.rows.items() if row.kind == "run"
+        }
+
+    def x(self, t: float) -> float:
+        return self.scale.x(t)
+
+    def color(self, drive: str) -> str:
+        return self.colors.get(drive, "#777777")
+
+    def merge(self, shapes: list[Shape], within: float) -> list[Shape]:
+        merged = merge_shapes(shapes, self.scale, within=within)
+        self.merged += len(shapes) - len(merged)
+        return merged
