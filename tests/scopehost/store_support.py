@@ -97,3 +97,7 @@ def advanced_patch(*, cursor: str | None = '"c-1"', now: str = T0) -> JobRunPatc
         next_attempt_at=None,
         ended_at=None,
     )
+
+
+#: The run table as a scope wrote it before the subject, lease and miss columns existed.
+OLD_RUNS_DDL = """

@@ -14,6 +14,7 @@ from scopehost import ScopeDatabase, ScopeEvicted, StoreClock, open_scope_host
 from scopehost._actor import Message, ScopeActor
 
 from .async_support import STARTED, new_row
+from .store_support import OLD_RUNS_DDL
 
 
 async def test_fifty_concurrent_starts_for_one_key_give_one_row(
@@ -127,3 +128,28 @@ async def test_bad_scope_ids_and_directories_are_refused() -> None:
     with pytest.raises(ValueError, match=r"^directory '/nonexistent-dir' does not exist"):
         async with open_scope_host("/nonexistent-dir"):
             pass
+
+
+async def test_a_scope_file_of_an_older_shape_is_upgraded_when_its_actor_starts(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    old = sqlite3.connect(tmp_path / "s1.sqlite3", isolation_level=None)
+    old.executescript(OLD_RUNS_DDL)
+    old.execute(
+        "INSERT INTO _substrat_job_runs (id, module_id, job, instance, payload, status, "
+        "started_at, updated_at) VALUES ('01RUNA', 'mod', 'walk', 'default', '{}', 'running', "
+        "'2026-10-04T11:00:00.000Z', '2026-10-04T11:00:00.000Z')"
+    )
+    old.close()
+    async with open_scope_host(tmp_path) as host:
+        stub = host.stub("s1")
+        [row] = await stub.list(JobRunFilter())
+        assert (row.id, row.subject_id, row.lease_owner, row.admission_misses) == (
+            "01RUNA",
+            None,
+            None,
+            None,
+        )
+        claim = await stub.claim("01RUNA", "owner-1", 1_000)
+        assert claim is not None
+        assert claim.run.lease_owner == "owner-1"

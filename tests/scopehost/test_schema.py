@@ -9,7 +9,7 @@ import pytest
 from driver import JobRunFilter, JobRunRow
 from scopehost._database import ScopeDatabase
 
-from .store_support import LEASE_MS, T0, at, connect, open_db, read
+from .store_support import LEASE_MS, OLD_RUNS_DDL, T0, at, connect, open_db, read
 
 #: (name, type, notnull, default, pk) of each column, as the spec declares them.
 RUN_COLUMNS = [
@@ -42,8 +42,6 @@ STEP_COLUMNS = [
 ]
 LATER_COLUMNS = ("subject_id", "lease_owner", "lease_began_at", "admission_misses")
 
-#: The run table as a scope wrote it before the subject, lease and miss columns existed.
-OLD_RUNS_DDL = """
 CREATE TABLE _substrat_job_runs (
   id TEXT PRIMARY KEY, module_id TEXT NOT NULL, job TEXT NOT NULL, instance TEXT NOT NULL,
   payload TEXT NOT NULL, status TEXT NOT NULL, cursor TEXT,
