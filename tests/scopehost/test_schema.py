@@ -42,19 +42,6 @@ STEP_COLUMNS = [
 ]
 LATER_COLUMNS = ("subject_id", "lease_owner", "lease_began_at", "admission_misses")
 
-CREATE TABLE _substrat_job_runs (
-  id TEXT PRIMARY KEY, module_id TEXT NOT NULL, job TEXT NOT NULL, instance TEXT NOT NULL,
-  payload TEXT NOT NULL, status TEXT NOT NULL, cursor TEXT,
-  counters TEXT NOT NULL DEFAULT '{}', attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT,
-  started_at TEXT NOT NULL, updated_at TEXT NOT NULL, next_attempt_at TEXT, ended_at TEXT
-);
-CREATE INDEX _substrat_job_runs_due ON _substrat_job_runs (status, next_attempt_at, id);
-CREATE TABLE _substrat_job_steps (
-  run_id TEXT NOT NULL, step TEXT NOT NULL, result TEXT, attempts INTEGER NOT NULL DEFAULT 0,
-  last_error TEXT, recorded_at TEXT NOT NULL, PRIMARY KEY (run_id, step)
-);
-"""
-
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[tuple[object, ...]]:
     return [tuple(info)[1:] for info in conn.execute(f"PRAGMA table_info({table})")]
