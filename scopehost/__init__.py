@@ -20,7 +20,7 @@ from ._errors import (
     ScopeUnavailable,
     TransportError,
 )
-from ._host import DatabaseFactory, ScopeHost, open_scope_host
+from ._host import DIRECT_LINK, DatabaseFactory, ScopeHost, open_scope_host
 from ._link import LegDelay, Link, LinkCall, LinkOutcome, ReplyHook, RequestHook, Verdict
 from ._network import Network
 from ._operations import DEFAULT_OPERATIONS, ModuleOperation
@@ -41,6 +41,7 @@ from ._stub import ScopeDoor, ScopeStub
 __all__ = [
     "DEFAULT_EPOCH_MS",
     "DEFAULT_OPERATIONS",
+    "DIRECT_LINK",
     "JOB_RUN_BEGIN_SQL",
     "JOB_RUN_CLAIM_SQL",
     "JOB_RUN_DDL",

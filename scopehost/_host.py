@@ -29,6 +29,9 @@ from ._link import Link, LinkCall, LinkOutcome
 from ._network import Network
 from ._stub import ScopeDoor, ScopeStub
 
+#: The name of the zero-latency link a stub gets when its caller passes none.
+DIRECT_LINK = "direct"
+
 #: Builds a scope's store over its connection (``ScopeDatabase`` or a subclass).
 DatabaseFactory: TypeAlias = Callable[..., ScopeDatabase]
 
@@ -72,7 +75,7 @@ class ScopeHost:
         self._actors: dict[str, ScopeActor] = {}
         self._memory: dict[str, sqlite3.Connection] = {}
         self._held_doors: set[tuple[str, str]] = set()
-        self._direct = Link(name="direct")
+        self._direct = Link(name=DIRECT_LINK)
         self.closed = False
 
     # -- the scopes ---------------------------------------------------------------------------

@@ -208,7 +208,7 @@ class TraceChecker:
                 run_id,
                 t,
                 f"drive {event['link']} claimed the run at store time {event['store_at']} though "
-                f"it was {held}not due until {_iso(run.next_at)}: a live lease was taken",
+                f"it was {held}not due until {iso_from_ms(run.next_at)}: a live lease was taken",
             )
         if takeover != run.began:
             self.violation(
@@ -505,13 +505,14 @@ class TraceChecker:
             f"{_end(fresh, self.end_t):g} ms, on one run"
         )
         expiry = stale.last_renewal_store_ms + stale.lease_ms
+        expired_at, taken_at = iso_from_ms(expiry), iso_from_ms(fresh.claim_store_ms)
         if fresh.claim_store_ms < expiry:
             self.violation(
                 "double-run",
                 run_id,
                 start,
-                f"{both}, and the takeover came at {_iso(fresh.claim_store_ms)} before the stale "
-                f"lease expired at {_iso(expiry)}: no window of the spec allows that",
+                f"{both}, and the takeover came at {taken_at} before the stale "
+                f"lease expired at {expired_at}: no window of the spec allows that",
             )
         elif stale.invoke_t >= fresh.claim_t:
             late = (stale.begin_delivered_t or stale.invoke_t) - (stale.begin_t or stale.claim_t)
@@ -521,8 +522,8 @@ class TraceChecker:
                 start,
                 f"{both}. Late BEGIN reply: {short(stale.owner)}'s BEGIN was written at "
                 f"{stale.begin_t:g} ms and its reply took {late:g} ms, past the margin, so its "
-                f"lease expired at {_iso(expiry)} and drive {fresh.drive} took the run over at "
-                f"{_iso(fresh.claim_store_ms)} before the stale handler even started. The stale "
+                f"lease expired at {expired_at} and drive {fresh.drive} took the run over at "
+                f"{taken_at} before the stale handler even started. The stale "
                 "pass stops at its next step boundary or outcome (the spec's at-least-once window)",
             )
         else:
@@ -600,10 +601,6 @@ class TraceChecker:
 
 def _end(p: _Pass, default: float) -> float:
     return p.end_t if p.end_t is not None else default
-
-
-def _iso(ms: int) -> str:
-    return iso_from_ms(ms)
 
 
 def check_trace(trace: Trace, *, settles: bool = True) -> CheckReport:

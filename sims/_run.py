@@ -18,7 +18,14 @@ import trio
 import trio.testing
 
 from driver import JobRun
-from scopehost import DatabaseFactory, ScopeDatabase, StoreClock, describe, open_scope_host
+from scopehost import (
+    DIRECT_LINK,
+    DatabaseFactory,
+    ScopeDatabase,
+    StoreClock,
+    describe,
+    open_scope_host,
+)
 
 from ._checks import CheckReport, TraceChecker
 from ._faults import NO_FAULTS, FaultPlan, StoreClockFault, UpstreamFailure
@@ -100,7 +107,7 @@ async def _main(
 
     def observe_rpc(event: str, fields: dict[str, Any]) -> None:
         # The world's own reads (over the host's direct link) are not part of what is simulated.
-        if fields.get("link") != "direct":
+        if fields.get("link") != DIRECT_LINK:
             trace.record(event, fields)
 
     async with open_scope_host(

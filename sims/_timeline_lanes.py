@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._timeline_model import Lease, Mark, Pass, StoreClock, runs_shown, short
+from ._timeline_model import Lease, Mark, Pass, StoreClockFit, runs_shown, short
 from ._timeline_scale import fmt_ms, fmt_store
 from ._timeline_svg import REFUSAL, Row, Shape, Sheet, fmt_num, merged_title
 
@@ -327,7 +327,7 @@ def pass_title(found: Pass, horizon: float) -> str:
     return "; ".join(parts)
 
 
-def lease_title(lease: Lease, clock: StoreClock | None) -> str:
+def lease_title(lease: Lease, clock: StoreClockFit | None) -> str:
     parts = [f"lease of run {lease.run} held by {lease.owner} ({lease.drive})"]
     parts.append(
         f"claimed {fmt_ms(lease.claimed_at)} ms" + (" by takeover" if lease.takeover else "")

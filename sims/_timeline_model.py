@@ -2,8 +2,9 @@
 
 A drive lane holds the drive's passes (one per lease owner) and marks for what happened to the
 drive itself; a scope lane holds the store's view of each run: its leases, placed by the store's
-clock (:class:`StoreClock`), and its effects. Two owners of one run whose handler spans overlap are
-a double run (:func:`find_overlaps`). :mod:`._timeline_reader` fills the model from a trace.
+clock as fitted from the trace (:class:`StoreClockFit`), and its effects. Two owners of one run
+whose handler spans overlap are a double run (:func:`find_overlaps`). :mod:`._timeline_reader`
+fills the model from a trace.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def short(ident: str) -> str:
 
 
 @attrs.frozen
-class StoreClock:
+class StoreClockFit:
     """``store_ms = origin_ms + rate * t``, fitted to the (t, store_at) pairs of executions."""
 
     origin_ms: float
@@ -39,7 +40,7 @@ class StoreClock:
         return (store_ms - self.origin_ms) / self.rate
 
     @classmethod
-    def fit(cls, pairs: list[tuple[float, float]]) -> StoreClock | None:
+    def fit(cls, pairs: list[tuple[float, float]]) -> StoreClockFit | None:
         if not pairs:
             return None
         n = len(pairs)
@@ -180,7 +181,7 @@ class Timeline:
     marks: list[Mark] = attrs.field(factory=list)
     effects: list[Effect] = attrs.field(factory=list)
     overlaps: list[Overlap] = attrs.field(factory=list)
-    clock: StoreClock | None = None
+    clock: StoreClockFit | None = None
     notes: list[str] = attrs.field(factory=list)
     busy: set[float] = attrs.field(factory=set)  # when something other than polling happened
 

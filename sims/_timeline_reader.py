@@ -17,7 +17,7 @@ from ._timeline_model import (
     Mark,
     Pass,
     Step,
-    StoreClock,
+    StoreClockFit,
     Timeline,
     find_overlaps,
     short,
@@ -342,8 +342,8 @@ class _Builder:
 
     def finish(self) -> None:
         model = self.model
-        model.clock = StoreClock.fit(self.store_pairs)
-        clock = model.clock or StoreClock(0.0)
+        model.clock = StoreClockFit.fit(self.store_pairs)
+        clock = model.clock or StoreClockFit(0.0)
         for lease, at, expiry_ms in self.expiries:
             lease.renewals.append((at, clock.to_virtual(expiry_ms)))
         # A lease nobody released outlives the last event: show where it would expire.

@@ -11,7 +11,7 @@ from sims._faults import DelayLeg, FaultPlan, PauseDrive, StoreClockFault
 from sims._run import WorldOutcome, WorldSetup, run_world
 from sims._timeline import (
     Lease,
-    StoreClock,
+    StoreClockFit,
     build_scale,
     build_timeline,
     render_html,
@@ -153,8 +153,8 @@ def test_scale_cuts_long_idle_gaps_and_keeps_order() -> None:
 
 
 def test_store_clock_fit_without_pairs_or_slope() -> None:
-    assert StoreClock.fit([]) is None
-    assert StoreClock.fit([(5.0, 1000.0)]) == StoreClock(995.0, 1.0)
+    assert StoreClockFit.fit([]) is None
+    assert StoreClockFit.fit([(5.0, 1000.0)]) == StoreClockFit(995.0, 1.0)
 
 
 def test_an_empty_trace_renders() -> None:
