@@ -80,7 +80,15 @@ def _run(arguments: argparse.Namespace) -> int:
     if arguments.trace:
         trace.write(arguments.trace)
     if arguments.timeline:
-        write_timeline(trace, arguments.timeline, title=_title(simulation))
+        write_timeline(
+            trace,
+            arguments.timeline,
+            title=_title(simulation),
+            report=simulation.report,
+            mismatches=simulation.mismatches if plan is None else None,
+            replay=simulation.replay_command,
+            summary=SCENARIOS[simulation.scenario].summary,
+        )
     _tell(simulation, story_limit=arguments.story_lines)
     if arguments.trace:
         print(f"trace: {arguments.trace} ({len(trace.events)} events, sha256 {trace.digest()})")
