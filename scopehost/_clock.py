@@ -1,8 +1,9 @@
 """The store's clock: virtual time plus an epoch, with optional skew and drift.
 
-Every lease time is the STORE's (the spec's #2042 r4), so the simulator needs a store clock that
-can disagree with the drives' clocks: ``skew_ms`` shifts it, ``drift`` makes it run fast (> 0) or
-slow (< 0) relative to virtual time. It is read inside an actor message, never by a caller.
+Every lease time is the STORE's (docs/protocol.md, "The lease and the claim"), so the simulator
+needs a store clock that can disagree with the drives' clocks: ``skew_ms`` shifts it, ``drift``
+makes it run fast (> 0) or slow (< 0) relative to virtual time. It is read inside an actor
+message, never by a caller.
 """
 
 from __future__ import annotations
