@@ -14,6 +14,7 @@ from ._errors import (
     DoorHeld,
     HostClosed,
     ReplyDropped,
+    RequestAbandoned,
     RequestDropped,
     ScopeEvicted,
     ScopeHostError,
@@ -21,7 +22,17 @@ from ._errors import (
     TransportError,
 )
 from ._host import DIRECT_LINK, DatabaseFactory, ScopeHost, open_scope_host
-from ._link import LegDelay, Link, LinkCall, LinkOutcome, ReplyHook, RequestHook, Verdict
+from ._link import (
+    DeliverLate,
+    LegDelay,
+    Link,
+    LinkCall,
+    LinkOutcome,
+    ReplyHook,
+    RequestHook,
+    RequestVerdict,
+    Verdict,
+)
 from ._network import Network
 from ._operations import DEFAULT_OPERATIONS, ModuleOperation
 from ._sql import (
@@ -53,6 +64,7 @@ __all__ = [
     "JOB_RUN_RENEW_SQL",
     "JOB_STEP_RECORD_SQL",
     "DatabaseFactory",
+    "DeliverLate",
     "DoorHeld",
     "HostClosed",
     "JobRunDump",
@@ -65,8 +77,10 @@ __all__ = [
     "Network",
     "ReplyDropped",
     "ReplyHook",
+    "RequestAbandoned",
     "RequestDropped",
     "RequestHook",
+    "RequestVerdict",
     "ScopeDatabase",
     "ScopeDoor",
     "ScopeEvicted",
