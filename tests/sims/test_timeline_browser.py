@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sims import MUTANTS, Simulation, simulate
+from sims import MUTANTS, DelayLeg, FaultPlan, Simulation, simulate
 from sims._timeline import build_timeline, render_html
 
 from .chromium import Browser, Tab, chromium_path, png_pixels
@@ -36,17 +36,22 @@ def browser() -> Iterator[Browser]:
         yield running
 
 
-#: (scenario, seed, mutant): the late-BEGIN double run, and two mutants' violations.
+#: A BEGIN that reaches the store with 247 ms of a 1 000 ms lease left, inside the 250 ms margin.
+_BEGIN_IN_THE_MARGIN = FaultPlan(
+    (DelayLeg(drive="cron", operation="begin", nth=1, leg="request", ms=751.0),)
+)
+
+#: (scenario, plan, mutant): the late-BEGIN double run, and two mutants' violations.
 WORLDS = {
-    "late-begin": ("late-begin", 1, None),
-    "takeover-charge": ("late-begin", 1, "takeover-charge"),
-    "begin-margin": ("random", 35, "begin-margin"),
+    "late-begin": ("late-begin", None, None),
+    "takeover-charge": ("late-begin", None, "takeover-charge"),
+    "begin-margin": ("late-begin", _BEGIN_IN_THE_MARGIN, "begin-margin"),
 }
 
 
 def _simulation(name: str) -> Simulation:
-    scenario, seed, mutant = WORLDS[name]
-    return simulate(scenario, seed, database=MUTANTS[mutant] if mutant else None)
+    scenario, plan, mutant = WORLDS[name]
+    return simulate(scenario, 1, plan=plan, database=MUTANTS[mutant] if mutant else None)
 
 
 def _open(browser: Browser, tmp_path: Path, name: str) -> tuple[Simulation, Tab]:
@@ -56,7 +61,8 @@ def _open(browser: Browser, tmp_path: Path, name: str) -> tuple[Simulation, Tab]
         simulation.outcome.trace,
         title=name,
         report=simulation.report,
-        mismatches=simulation.mismatches,
+        # A world whose plan was replaced is not held to its scenario's documented outcome.
+        mismatches=None if WORLDS[name][1] else simulation.mismatches,
     )
     path.write_text(page, encoding="utf-8")
     tab = browser.open(path)
