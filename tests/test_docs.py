@@ -24,6 +24,7 @@ FORBIDDEN = (
     "../" + "shared",
     "job-run" + ".d.ts",
     "/" + "work/",
+    "design" + ".md",
 )
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
