@@ -50,9 +50,14 @@ def _exec(e: dict[str, Any]) -> str | None:
     return None
 
 
+def _call(e: dict[str, Any]) -> str:
+    """A call as a fault plan names it: the drive's nth call of an operation."""
+    return f"{e['op']} call {e['nth']}" if "nth" in e else f"{e['op']} #{e['seq']}"
+
+
 def _drop(e: dict[str, Any]) -> str:
     what = "it did not run" if e["leg"] == "request" else "it had run"
-    return f"fault: the {e['leg']} of {e['op']} #{e['seq']} was dropped ({what})"
+    return f"fault: the {e['leg']} of {_call(e)} was dropped ({what})"
 
 
 _TELLERS: dict[str, Teller] = {
@@ -73,9 +78,8 @@ _TELLERS: dict[str, Teller] = {
     "step.end": _step_end,
     "step.lost": lambda e: f"step {e['step']}: the lease is gone — {_pass(e)} stops here",
     "pass.outcome": _outcome,
-    "fault.delay": lambda e: (
-        f"fault: the {e['leg']} of {e['op']} #{e['seq']} is held {e['ms']:g} ms"
-    ),
+    "fault.delay": lambda e: f"fault: the {e['leg']} of {_call(e)} is held {e['ms']:g} ms",
+    "fault.drop": _drop,
     "fault.pause": lambda e: f"fault: stops for {e['ms']:g} ms ({e['where']} {e['nth']})",
     "fault.crash": lambda e: f"fault: killed; back in {e['down_ms']:g} ms",
     "fault.evict": lambda e: f"fault: scope {e['scope']} evicted",
@@ -87,7 +91,15 @@ _TELLERS: dict[str, Teller] = {
 def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterator[str]:
     """``t  who  what`` lines; after ``limit`` of them, one line saying how many were left out."""
     told = left = 0
+    # A drop the plan made is told once, by its fault.drop event, numbered as the plan numbers it.
+    planned: set[tuple[Any, Any, Any]] = set()
     for event in events:
+        if event["ev"] == "fault.drop":
+            planned.add((event["drive"], event["seq"], event["leg"]))
+        elif (
+            event["ev"] == "rpc.drop" and (event.get("link"), event["seq"], event["leg"]) in planned
+        ):
+            continue
         teller = _TELLERS.get(event["ev"])
         text = teller(event) if teller is not None else None
         if text is None:
