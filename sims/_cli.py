@@ -125,7 +125,13 @@ def _add_sweep(commands: Any) -> None:
     sweep_ = _command(commands, "sweep", "run one scenario over a range of seeds")
     sweep_.add_argument("scenario", metavar="NAME|FILE.py:NAME", help=_SCENARIO_HELP)
     sweep_.add_argument("--seeds", required=True, help="A..B (both included), or N")
-    sweep_.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    where = sweep_.add_mutually_exclusive_group()
+    where.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    where.add_argument(
+        "--scheduler",
+        metavar="tcp://HOST:PORT",
+        help="run the seeds as tasks on this Dask distributed cluster (needs the dask extra)",
+    )
     sweep_.add_argument("--mutant", metavar="M", help="sweep a deliberately broken store")
 
 
@@ -364,6 +370,7 @@ def _sweep(arguments: argparse.Namespace) -> int:
         scenario.ref,
         seeds,
         jobs=jobs,
+        scheduler=arguments.scheduler,
         mutant=mutant,
         progress=progress_bar() if sys.stderr.isatty() else None,
     )
