@@ -40,7 +40,21 @@ class _Page(Lanes):
             model.end = max(model.end, finding.t)
             if finding.run is not None:
                 model.flagged.add(finding.run)
+        self.badge_rows: list[int] = []
         super().__init__(model)
+
+    def plot_top(self) -> float:
+        """Room above the lanes for the rows of badges in use, the double-run labels and the
+        axis; badges closer than one badge stack into the next row."""
+        ends = [-math.inf] * len(_BADGE_ROWS)
+        for finding in self.findings:
+            x = self.x(finding.t)
+            free = [i for i, end in enumerate(ends) if x - end >= 2 * _BADGE_R + 1]
+            row = free[0] if free else len(_BADGE_ROWS) - 1
+            ends[row] = x
+            self.badge_rows.append(row)
+        rows = max(self.badge_rows) + 1 if self.badge_rows else 0
+        return 44.0 + 17.0 * rows + (16.0 if self.model.overlaps else 0.0)
 
     # -- the frame --------------------------------------------------------------------------------
 
@@ -209,8 +223,9 @@ class _Page(Lanes):
         """Each finding: a numbered badge above the lanes (a link to its words), a line down
         through every lane at its instant, and a ring on its run's row."""
         scope_of = {run: scope for scope, runs in self.model.runs.items() for run in runs}
-        badge_ends = [-math.inf] * len(_BADGE_ROWS)
-        for number, finding in enumerate(self.findings, 1):
+        for number, (finding, row) in enumerate(
+            zip(self.findings, self.badge_rows, strict=True), 1
+        ):
             x = self.x(finding.t)
             kind = "violation" if finding.verdict == "violation" else "explained"
             color = REFUSAL if kind == "violation" else EXPLAINED
@@ -228,9 +243,6 @@ class _Page(Lanes):
                 stroke_dasharray="5 3",
                 data_finding=number,
             )
-            free = [i for i, end in enumerate(badge_ends) if x - end >= 2 * _BADGE_R + 1]
-            row = free[0] if free else len(_BADGE_ROWS) - 1
-            badge_ends[row] = x
             y = _BADGE_ROWS[row]
             badge = (
                 f'<a href="#finding-{number}" data-finding="{number}" class="finding-badge">'

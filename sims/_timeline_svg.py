@@ -270,11 +270,15 @@ class Sheet:
             min_width=0,
             max_cuts=(WIDTH - LEFT - RIGHT) // 40,
         )
-        self.top = TOP
+        self.top = self.plot_top()
         self.layout = build_layout(model, self.top + 8)
         self.run_rows = {
             (row.lane, key[1]): row for key, row in self.layout.rows.items() if row.kind == "run"
         }
+
+    def plot_top(self) -> float:
+        """Where the lanes start; the room above them is the axis's and the page's marks'."""
+        return TOP
 
     def x(self, t: float) -> float:
         return self.scale.x(t)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sims import MUTANTS, DelayLeg, FaultPlan, Simulation, simulate
+from sims import DelayLeg, FaultPlan, Simulation, simulate
 from sims._timeline import build_timeline, render_html
 
 from .chromium import Browser, Tab, chromium_path, png_pixels
@@ -51,7 +51,7 @@ WORLDS = {
 
 def _simulation(name: str) -> Simulation:
     scenario, plan, mutant = WORLDS[name]
-    return simulate(scenario, 1, plan=plan, database=MUTANTS[mutant] if mutant else None)
+    return simulate(scenario, 1, plan=plan, mutant=mutant)
 
 
 def _open(browser: Browser, tmp_path: Path, name: str) -> tuple[Simulation, Tab]:
