@@ -273,6 +273,9 @@ def _run(arguments: argparse.Namespace) -> int:
             # A replaced plan is not held to what the scenario documents.
             mismatches=simulation.mismatches if plan is None else None,
             replay=simulation.replay_command,
+            plan=simulation.outcome.setup.plan,
+            plan_replaced=plan is not None,
+            mutant=simulation.mutant,
             summary=scenario.summary,
         )
     _tell(simulation, scenario, story_limit=arguments.story_lines)

@@ -53,6 +53,7 @@ def facts_of(
     mismatches: Sequence[str] | None,
     replay: str | None,
     plan: FaultPlan | str | None,
+    plan_replaced: bool | None,
     mutant: str | None,
     summary: str | None,
 ) -> PageFacts:
@@ -76,7 +77,9 @@ def facts_of(
         mismatches=None if mismatches is None else tuple(mismatches),
         replay=replay,
         plan=plan,
-        plan_overridden=bool(begin.get("plan_overridden")),
+        plan_overridden=(
+            bool(begin.get("plan_overridden")) if plan_replaced is None else plan_replaced
+        ),
         mutant=mutant,
         summary=summary,
     )
@@ -143,7 +146,13 @@ def _store_html(mutant: str | None) -> str:
     )
 
 
-def _world_html(model: Timeline) -> str:
+def _world_html(model: Timeline, trace: Trace) -> str:
+    if not trace.enabled:
+        happened = sum(trace.counts.values())
+        return (
+            f"<dd>{_e(happened)} events happened, but this world did not keep its trace (it is "
+            "too big to keep): the picture shows only where the checks found something</dd>"
+        )
     runs = sum(len(r) for r in model.runs.values())
     parts = [
         f"{model.events} events",
@@ -173,7 +182,7 @@ def finding_html(number: int, finding: Finding) -> str:
     )
 
 
-def head_html(facts: PageFacts, model: Timeline) -> str:
+def head_html(facts: PageFacts, model: Timeline, trace: Trace) -> str:
     parts = [f"<h1>{_e(facts.title)}</h1>"]
     if facts.summary:
         parts.append(f'<p class="summary">{_e(facts.summary)}</p>')
@@ -183,7 +192,7 @@ def head_html(facts: PageFacts, model: Timeline) -> str:
         parts.append(f"<dt>reproduce</dt><dd><code>{_e(facts.replay)}</code></dd>")
     parts.append(f"<dt>store</dt>{_store_html(facts.mutant)}")
     parts.append(f"<dt>fault plan</dt>{_plan_html(facts)}")
-    parts.append(f"<dt>world</dt>{_world_html(model)}")
+    parts.append(f"<dt>world</dt>{_world_html(model, trace)}")
     parts.append("</dl>")
     report = facts.report
     counts = (

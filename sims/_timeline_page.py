@@ -475,14 +475,16 @@ def render_html(
     mismatches: Sequence[str] | None = None,
     replay: str | None = None,
     plan: FaultPlan | str | None = None,
+    plan_replaced: bool | None = None,
     mutant: str | None = None,
     summary: str | None = None,
 ) -> str:
     """The trace as one self-contained HTML page: the verdict, the world and the checks' findings,
     then the timeline as inline SVG, zoomable by an inline script. ``report`` is the check report
     (by default the page checks the trace itself); ``mismatches``, what the scenario documents
-    and the world did not do (None: not compared); ``plan`` and ``mutant`` default to what the
-    trace's ``world.begin`` recorded."""
+    and the world did not do (None: not compared); ``plan``, ``plan_replaced`` (whether it
+    replaced the scenario's own) and ``mutant`` default to what the trace's ``world.begin``
+    recorded."""
     facts: PageFacts = facts_of(
         trace,
         title=title,
@@ -490,6 +492,7 @@ def render_html(
         mismatches=mismatches,
         replay=replay,
         plan=plan,
+        plan_replaced=plan_replaced,
         mutant=mutant,
         summary=summary,
     )
@@ -500,7 +503,7 @@ def render_html(
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>\n"
-        f"<body>\n<header>\n{head_html(facts, model)}\n</header>\n{_CONTROLS}\n{svg}\n"
+        f"<body>\n<header>\n{head_html(facts, model, trace)}\n</header>\n{_CONTROLS}\n{svg}\n"
         f'<script type="application/json" id="timeline-data">{page.data()}</script>\n'
         f"<script>{SCRIPT}</script>\n</body></html>\n"
     )
@@ -515,6 +518,7 @@ def write_timeline(
     mismatches: Sequence[str] | None = None,
     replay: str | None = None,
     plan: FaultPlan | str | None = None,
+    plan_replaced: bool | None = None,
     mutant: str | None = None,
     summary: str | None = None,
 ) -> None:
@@ -526,6 +530,7 @@ def write_timeline(
         mismatches=mismatches,
         replay=replay,
         plan=plan,
+        plan_replaced=plan_replaced,
         mutant=mutant,
         summary=summary,
     )

@@ -9,7 +9,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from sims import Simulation, simulate
+from sims import CheckReport, Finding, Simulation, simulate
 from sims._faults import DelayLeg, FaultPlan, PauseDrive, StoreClockFault
 from sims._run import WorldOutcome, WorldSetup, run_world
 from sims._timeline import (
@@ -346,3 +346,20 @@ def test_labels_are_shown_only_where_they_fit() -> None:
         fits = float(label.get("data-w", "nan")) >= float(label.get("data-n", "nan"))
         assert (label.get("display") != "none") == fits
     assert any(e.get("display") != "none" for e in fitted)
+
+
+def test_a_world_that_kept_no_trace_says_so_and_still_marks_its_findings() -> None:
+    trace = Trace(enabled=False, counts={"drive.tick": 2, "world.end": 1})
+    finding = Finding("effects", "explained", "01ABC", 1500.0, "effect landed 2 times")
+    page = render_html(
+        trace,
+        title="big",
+        report=CheckReport((finding,)),
+        mismatches=(),
+        plan=FaultPlan(),
+        plan_replaced=False,
+    )
+    assert "3 events happened, but this world did not keep its trace" in page
+    assert "none: no fault was injected" in page
+    (badge,) = [e for e in _svg(page).iter(f"{SVG}a") if e.get("data-finding") == "1"]
+    assert badge.get("href") == "#finding-1"
