@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ._checks import check_trace
+from ._conformance_cli import add_conformance_command, conformance_command
 from ._faults import plan_from_text
 from ._mutants import MUTANTS
 from ._outcome import Simulation
@@ -47,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         "replay", help="re-run the world a trace file records, and check it is the same"
     )
     replay.add_argument("file", type=Path, help="a trace written by run --trace")
+    add_conformance_command(commands)
     return parser
 
 
@@ -59,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(arguments)
         if arguments.command == "sweep":
             return _sweep(arguments)
+        if arguments.command == "conformance":
+            return conformance_command(arguments)
         return _replay(arguments.file)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
