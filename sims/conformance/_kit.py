@@ -82,21 +82,21 @@ class ConformanceReport:
     def test_source(self) -> str:
         """A pytest function that replays the shrunk history; it fails until the stores agree."""
         assert self.history is not None
-        body = pprint.pformat(self.history, indent=4, width=96, sort_dicts=False)
+        body = pprint.pformat(self.history, width=88, sort_dicts=False)
         strict = ", strict=True" if self.strict else ""
         return (
             "from sims.conformance import replay_history\n\n\n"
             "def test_conformance_history() -> None:\n"
-            f"    history = {_indent(body)}\n"
+            f"    history = (\n        {_indent(body)}\n    )\n"
             f"    report = replay_history(history, target={self.target!r}{strict})\n"
             "    assert report.difference is None, report.difference.line()\n"
         )
 
     def lines(self) -> list[str]:
         out = []
+        histories = "1 history" if self.histories == 1 else f"{self.histories} histories"
         compared = (
-            f"{self.histories} histories, {self.operations} operations, "
-            "both tables compared after each"
+            f"{histories}, {_count(self.operations, 'operation')}, both tables compared after each"
         )
         seed = "" if self.seed is None else f"; seed {self.seed} (--seed {self.seed} repeats it)"
         if self.failure is not None:
@@ -126,7 +126,11 @@ class ConformanceReport:
 
 
 def _indent(text: str) -> str:
-    return text.replace("\n", "\n    ")
+    return text.replace("\n", "\n        ")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 class _Abort(BaseException):
