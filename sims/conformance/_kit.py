@@ -227,6 +227,18 @@ class _Lockstep:
         return None
 
 
+def _greet(target: Target) -> None:
+    """Ask the target which wire it speaks before anything else, so a target that does not speak
+    wire 1 is told apart from one that differs."""
+    reply = target.call({"wire": WIRE_VERSION, "op": "hello"})
+    result = reply.get("result")
+    if not reply.get("ok") or not isinstance(result, dict) or result.get("wire") != WIRE_VERSION:
+        raise TargetFailed(
+            f"the target {target.name} does not speak wire {WIRE_VERSION}: it answered hello "
+            f"with {json.dumps(reply)[:300]}"
+        )
+
+
 def _prefix() -> str:
     # Scope names unique to this kit run, so a long-lived URL target never mixes two runs' rows.
     return f"k{os.getpid():x}{os.urandom(3).hex()}-"
@@ -280,7 +292,10 @@ def run_conformance(
             raise _Found(difference.line())
 
     try:
+        _greet(opened)
         history()
+    except TargetFailed as error:
+        report.failure = str(error)
     except _Found:
         # Hypothesis replays the shrunk history last, so the last one found is the smallest.
         report.difference, report.history = found[-1]
@@ -353,6 +368,7 @@ def replay_history(
     reference = LocalTarget(ReferenceStore(database=database), name="reference")
     record: list[Step] = []
     try:
+        _greet(opened)
         lockstep = _Lockstep(reference, opened, strict, report, _prefix())
         difference, allowed = lockstep.run(iter(steps), None, record)
         report.allowed.update(allowed)
