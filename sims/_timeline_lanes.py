@@ -19,7 +19,13 @@ from ._timeline_svg import (
 )
 
 #: Colours of the drive lanes' marks, shared with the legend.
-MARK_COLORS = {"delay": "#e07b00", "pause": "#8e44ad", "late": "#1f77b4", "down": "#555555"}
+MARK_COLORS = {
+    "delay": "#e07b00",
+    "pause": "#8e44ad",
+    "late": "#1f77b4",
+    "late-request": "#0f8b8d",
+    "down": "#555555",
+}
 
 
 #: Roughly how wide a character of the 9–10 px labels is, to tell whether a label fits.
@@ -206,7 +212,7 @@ class Lanes(Sheet):
                 opacity=0.18,
             )
             return
-        dash = "3 2" if mark.kind == "late" else None
+        dash = {"late": "3 2", "late-request": "1 2"}.get(mark.kind)
         self.svg.add(
             "line",
             title=mark.title,
@@ -219,7 +225,7 @@ class Lanes(Sheet):
             stroke_width=2,
             stroke_dasharray=dash,
         )
-        if mark.kind in ("delay", "pause"):
+        if mark.kind in ("delay", "pause", "late-request"):
             self.svg.pin(x0, element("circle", title=mark.title, cx=x0, cy=y, r=3, fill=stroke))
 
     def point_mark(self, row: Row, shape: Shape) -> None:
@@ -388,7 +394,20 @@ class Lanes(Sheet):
                     stroke_width=2,
                     stroke_dasharray="5 3",
                 )
-                self.svg.pin(x, element("text", text="evicted", x=x + 3, y=y + 10, font_size=9))
+                near_end = x > WIDTH - RIGHT - 50
+                label = element(
+                    "text",
+                    text="evicted",
+                    x=x - 3 if near_end else x + 3,
+                    y=y + 10,
+                    font_size=9,
+                    text_anchor="end" if near_end else None,
+                )
+                self.svg.pin(x, label)
+            elif mark.kind == "late-arrival":
+                d = f"M{fmt_num(x)},{fmt_num(y + 12)} l-4,-7 l8,0 z"
+                arrow = element("path", title=mark.title, d=d, fill=MARK_COLORS["late-request"])
+                self.svg.pin(x, arrow, kind="late-arrival")
             elif mark.kind == "start":
                 started = self.run_rows.get((mark.owner or "", mark.lane))
                 if started is not None:

@@ -423,6 +423,18 @@ def legend_items() -> list[tuple[str, Callable[[float, float], str], str]]:
         ("pause", _line(MARK_COLORS["pause"]), "drive paused"),
         ("late", _line(MARK_COLORS["late"], dash="3 2"), "late reply: longer than the margin"),
         ("drop", lambda x, y: cross(x, y, 4, "#e07b00", ""), "dropped leg"),
+        (
+            "late-request",
+            _line(MARK_COLORS["late-request"], dash="1 2"),
+            "request given up on, delivered late",
+        ),
+        (
+            "late-arrival",
+            lambda x, y: element(
+                "path", d=f"M{x},{y + 4} l-4,-7 l8,0 z", fill=MARK_COLORS["late-request"]
+            ),
+            "abandoned request reaches the scope, runs",
+        ),
         ("tick", _vline("#999999", width=1), "drive tick: it polls the scope"),
         (
             "skip",

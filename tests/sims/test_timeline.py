@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from sims import CheckReport, Finding, Simulation, simulate
-from sims._faults import DelayLeg, FaultPlan, PauseDrive, StoreClockFault
+from sims._faults import DelayLeg, FaultPlan, LateRequest, PauseDrive, StoreClockFault
 from sims._run import WorldOutcome, WorldSetup, run_world
 from sims._timeline import (
     Lease,
@@ -322,6 +322,7 @@ def test_the_legend_explains_everything_drawn() -> None:
         render_html(simulate("crash-after-begin", 1).outcome.trace, title="t"),
         render_html(simulate("erasure-mid-pass", 1).outcome.trace, title="t"),
         render_html(simulate("random", 35).outcome.trace, title="t"),
+        render_html(_late_request_world().trace, title="t"),
     ]
     drawn: set[str] = set()
     for page in pages:
@@ -333,6 +334,19 @@ def test_the_legend_explains_everything_drawn() -> None:
     # The pages above draw most kinds; the legend lists no kind that is never drawn by anything.
     assert len(drawn) >= 20
     assert {kind for kind, _, _ in legend_items()} >= drawn
+
+
+def _late_request_world() -> WorldOutcome:
+    # cron gives up on its BEGIN, which the wire delivers 1 s later: the store runs it anyway.
+    plan = FaultPlan((LateRequest(drive="cron", operation="begin", nth=1, ms=1000.0),))
+    return run_world(3, WorldSetup(plan=plan, objects=4), _late_begin)
+
+
+def test_a_request_given_up_on_and_delivered_late_is_drawn() -> None:
+    svg = _svg(render_html(_late_request_world().trace, title="t"))
+    kinds = [e.get("data-k") for e in svg.iter() if e.get("data-k")]
+    assert kinds.count("late-request") == 1
+    assert kinds.count("late-arrival") == 1
 
 
 def test_labels_are_shown_only_where_they_fit() -> None:
