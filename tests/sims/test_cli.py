@@ -323,3 +323,20 @@ def test_list_wraps_on_a_terminal_under_the_summary(monkeypatch: pytest.MonkeyPa
     names = [line.split()[0] for line in lines if not line.startswith(" ")]
     assert names == list(SCENARIOS)
     assert all(line[: width + 2].strip() == "" for line in lines if line.startswith(" "))
+
+
+def test_a_world_that_raises_is_told_in_one_line_with_its_place(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    world = tmp_path / "world.py"
+    world.write_text(
+        "from sims import World, scenario\n\n\n"
+        '@scenario("bad")\n'
+        "async def bad(world: World) -> None:\n"
+        '    await world.start("cron", "scope-1", "m", "j")\n'
+    )
+    assert main(["run", f"{world}:bad"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: scenario {world}:bad raised at {world}:6 with seed 1: ValueError: no drive "
+        "'cron' in this world; add it first with world.add_drive(DriveSpec(name='cron'))\n"
+    )
