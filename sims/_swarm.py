@@ -86,14 +86,18 @@ def _chore(rng: random.Random, job: RetryPolicy, index: int) -> dict[str, Any]:
     """A chore's payload: what its handler will do, pass by pass (a pure function of it)."""
     steps = []
     for number in range(rng.randint(1, 3)):
-        retry: list[int] | None = None
+        retry: dict[str, int] | None = None
         shape = rng.random()
         if shape < 0.35 and job.max_attempts > 1:  # narrower than the job's
             narrow = _policy(rng, rng.randint(1, job.max_attempts - 1))
-            retry = [narrow.max_attempts, narrow.base_delay_ms, narrow.max_delay_ms]
+            retry = attrs.asdict(narrow)
         elif shape < 0.6:  # wider than the job's: narrowed to it
             wide = _policy(rng, job.max_attempts + rng.randint(1, 3))
-            retry = [wide.max_attempts, wide.base_delay_ms * 10, wide.max_delay_ms * 10]
+            retry = attrs.asdict(
+                attrs.evolve(
+                    wide, base_delay_ms=wide.base_delay_ms * 10, max_delay_ms=wide.max_delay_ms * 10
+                )
+            )
         steps.append(
             {"name": f"part-{number}", "fail": rng.choice((0, 0, 1, 2, 3)), "retry": retry}
         )
@@ -196,7 +200,7 @@ class SwarmWorld:
         done = int(ctx.counters.get("passes", 0))
         await ctx.scope()  # the door: where a held door defers the pass
         for step in plan["steps"]:
-            retry = RetryPolicy(*step["retry"]) if step["retry"] is not None else None
+            retry = RetryPolicy(**step["retry"]) if step["retry"] is not None else None
             body = partial(self._chore_body, run_id, step["name"], step["fail"], done)
             await ctx.step(step["name"], body, retry=retry)
         if plan["reuse"] and plan["steps"] and run_id not in self.reused:
