@@ -45,7 +45,7 @@ from driver import (
     ValidationFailed,
 )
 
-from ._faults import DelayLeg, Fault, LateRequest
+from ._faults import DelayLeg, Fault, LateRequest, PauseDrive
 from ._world import WALK_MODULE, DriveSpec, World
 
 #: The scopes of the swarm: two driven by the cron and the alarm, one by the slow drive alone.
@@ -99,7 +99,14 @@ def _chore(rng: random.Random, job: RetryPolicy, index: int) -> dict[str, Any]:
                 )
             )
         steps.append(
-            {"name": f"part-{number}", "fail": rng.choice((0, 0, 1, 2, 3)), "retry": retry}
+            {
+                "name": f"part-{number}",
+                "fail": rng.choice((0, 0, 1, 2, 3)),
+                "retry": retry,
+                # After a failure, ask for no more attempts than were spent: the next pass finds
+                # the step spent by its own narrower policy and fails the run without running it.
+                "tighten": rng.random() < 0.3,
+            }
         )
     return {
         "index": index,
@@ -165,7 +172,16 @@ def edge_faults(
                 operation="begin",
                 nth=rng.randint(1, 3),
                 leg="reply",
-                ms=rng.choice((margin_ms + 1, lease_ms + 250.0)),
+                ms=rng.choice((margin_ms + 1, lease_ms + 250.0, lease_ms * 2.0, lease_ms * 3.0)),
+            )
+        )
+    if rng.random() < 0.25:  # a pass stops longer than its lease: taken over, it learns at a step
+        faults.append(
+            PauseDrive(
+                drive=rng.choice(drives),
+                nth=rng.randint(1, 3),
+                ms=rng.choice((lease_ms * 1.5, lease_ms * 2.5)),
+                where=rng.choice(("before-step", "after-effect")),
             )
         )
     if rng.random() < 0.3:  # a stale owner's write arrives during a later pass
@@ -201,6 +217,9 @@ class SwarmWorld:
         await ctx.scope()  # the door: where a held door defers the pass
         for step in plan["steps"]:
             retry = RetryPolicy(**step["retry"]) if step["retry"] is not None else None
+            spent = self.failures[(run_id, step["name"])]
+            if step["tighten"] and 0 < spent < self.swarm.chore_retry.max_attempts:
+                retry = RetryPolicy(max_attempts=spent, base_delay_ms=0, max_delay_ms=0)
             body = partial(self._chore_body, run_id, step["name"], step["fail"], done)
             await ctx.step(step["name"], body, retry=retry)
         if plan["reuse"] and plan["steps"] and run_id not in self.reused:
