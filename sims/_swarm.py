@@ -375,13 +375,22 @@ class SwarmWorld:
                 if stop.is_set():
                     return
                 report = await world.drives[drive].tick(scope, limit=limit)
-                # An alarm that found nothing to do sets itself further out, up to 16 times its
-                # cadence: a deferral's minute or a backoff costs a few ticks, not a hundred.
-                idle = min(idle + 1, 4) if report is not None and report.attempted == 0 else 0
+                # An alarm that found nothing to do while no pass holds a lease there sets itself
+                # further out, up to 16 times its cadence: a deferral's minute or a backoff costs
+                # a few ticks, not a hundred. While a lease is held it keeps its cadence, ready
+                # to take the run over the moment the lease expires.
+                if report is not None and report.attempted == 0 and not await self._leased(scope):
+                    idle = min(idle + 1, 4)
+                else:
+                    idle = 0
                 every = every_ms * (1 << idle)
                 at = max(at + every, math.floor(world.now_ms() / every_ms + 1) * every_ms)
 
         world.nursery.start_soon(ticking, name=f"ticks:{drive}:{scope}")
+
+    async def _leased(self, scope: str) -> bool:
+        rows = await self.world.host.stub(scope).list(JobRunFilter(status="running"))
+        return any(row.lease_owner is not None for row in rows)
 
     async def _settle(self, scopes: tuple[str, ...], *, except_job: str | None) -> None:
         world = self.world
