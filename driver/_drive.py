@@ -18,17 +18,19 @@ Theory of operation
    ``store.miss`` releases it and counts it (or fails the run at the tenth), and the drive reports
    and logs a warning. No handler ran, so it is ``superseded``, never an attempt.
 5. **BEGIN is the commitment.** If and only if BEGIN wrote, the handler runs (``run_job_pass``);
-   the drive never second-guesses BEGIN's reply, however late it came ("whatever the drive does
-   after an acknowledged write, the acknowledgement can arrive late").
+   the drive never second-guesses BEGIN's reply, however late it came: whatever it did after an
+   acknowledged write, that acknowledgement could arrive late too (docs/protocol.md, "BEGIN, the
+   commitment point").
 6. **Containment.** Any exception while driving one run (a transport error, an evicted scope) is
    that run's entry in ``errors``; the drive goes on with the next run.
 
-Counting (the spec's ``JobDriveReport``): ``attempted`` counts each run whose first claim this call
-WON ("runs this call picked up — due, and running": a lost claim means it was not); ``advanced``
-counts committed passes; ``completed``, ``retrying``, ``failed``, ``deferred`` and ``superseded``
-count pass outcomes, with admission misses counted ``superseded`` (the spec's docblock names
-them there). A run this call failed — a pass's outcome or takeover exhaustion — is also one entry
-in ``errors`` with the error on its record.
+Counting (``JobDriveReport``, tabled in docs/protocol.md, "Reading runs"): ``attempted`` counts
+each run whose first claim this call WON (a run this call picked up, due and running: a lost claim
+means it was not); ``advanced`` counts committed passes; ``completed``, ``retrying``, ``failed``,
+``deferred`` and ``superseded`` count pass outcomes, with admission misses counted ``superseded``
+(the protocol counts a claim that could not start its pass there). A run this call failed — a
+pass's outcome or takeover exhaustion — is also one entry in ``errors`` with the error on its
+record.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def format_ms(ms: float) -> str:
 def admission_miss_warning(
     *, module_id: str, job: str, lease_ms: int, waited_ms: float, miss: int
 ) -> str:
-    """The design's admission-miss warning, word for word."""
+    """The admission-miss warning, word for word as docs/protocol.md ("Admission misses") has it."""
     return (
         f"job {module_id}/{job}: claim not begun in time — leaseMs {format_ms(lease_ms)}, "
         f"margin {format_ms(lease_ms * JOB_LEASE_ENTRY_MARGIN)} ms, claim and begin took "
