@@ -44,9 +44,9 @@ def test_run_late_begin_tells_the_double_run_and_writes_trace_and_timeline(
 def test_run_on_a_broken_store_fails_and_says_how_to_replay(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    plan = (
-        "FaultPlan((DelayLeg(drive='cron', operation='begin_step', nth=2, leg='reply', ms=999.0),))"
-    )
+    # The cron stops past its lease just after an effect landed: its late step record must be
+    # refused, and a store that ignores the owner accepts it.
+    plan = "FaultPlan((PauseDrive(drive='cron', nth=2, ms=2500.0, where='after-effect'),))"
     code = main(["run", "random", "--seed", "1", "--mutant", "record-step-owner", "--plan", plan])
     out = capsys.readouterr().out
     assert code == 1
