@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import multiprocessing
+import os
 import shlex
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from sims import MUTANTS, SCENARIOS, Trace, find_scenario, plan_from_text
-from sims._cli import main
+from sims._cli import _RunProgress, main
 from sims._sweep import summarise
 
 
@@ -269,3 +273,53 @@ def test_a_file_that_fails_to_load_is_told_in_one_line(
         f"error: {world} failed to load (line 3): RuntimeError: oops; fix the file and try "
         f"again (python {world} shows the whole traceback)\n"
     )
+
+
+def test_every_replay_line_a_sweep_prints_reproduces_its_violation(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["sweep", "random", "--seeds", "0..40", "--mutant", "takeover-charge"]) == 1
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    where = next(i for i, line in enumerate(lines) if "python -m sims run" in line)
+    violation = lines[where + 1].strip()
+    command = lines[where].split(": ", 1)[1]
+    assert main(shlex.split(command)[3:]) == 1
+    assert f"  {violation}\n" in capsys.readouterr().out
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_shown_on_a_terminal_only(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["sweep", "late-claim", "--seeds", "1..2"]) == 0
+    assert main(["run", "late-claim"]) == 0
+    assert capsys.readouterr().err == ""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(_RunProgress, "EVERY", 10)
+    assert main(["sweep", "late-claim", "--seeds", "1..2"]) == 0
+    assert "] 2/2 seeds, 0 not as documented\n" in terminal.getvalue()
+    assert main(["run", "late-claim"]) == 0
+    assert "\r  running: " in terminal.getvalue()
+    assert " s of virtual time, 10 events" in terminal.getvalue()
+
+
+def test_list_wraps_on_a_terminal_under_the_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    monkeypatch.setattr(
+        shutil, "get_terminal_size", lambda fallback=(80, 24): os.terminal_size((60, 24))
+    )
+    assert main(["list"]) == 0
+    lines = terminal.getvalue().splitlines()
+    width = max(len(name) for name in SCENARIOS)
+    assert len(lines) > len(SCENARIOS)
+    assert all(len(line) <= 59 for line in lines)
+    names = [line.split()[0] for line in lines if not line.startswith(" ")]
+    assert names == list(SCENARIOS)
+    assert all(line[: width + 2].strip() == "" for line in lines if line.startswith(" "))
