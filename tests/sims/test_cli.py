@@ -43,9 +43,9 @@ def test_run_late_begin_tells_the_double_run_and_writes_trace_and_timeline(
 def test_run_on_a_broken_store_fails_and_says_how_to_replay(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    plan = (
-        "FaultPlan((DelayLeg(drive='cron', operation='begin_step', nth=2, leg='reply', ms=999.0),))"
-    )
+    # The cron stops past its lease just after an effect landed: its late step record must be
+    # refused, and a store that ignores the owner accepts it.
+    plan = "FaultPlan((PauseDrive(drive='cron', nth=2, ms=2500.0, where='after-effect'),))"
     code = main(["run", "random", "--seed", "1", "--mutant", "record-step-owner", "--plan", plan])
     out = capsys.readouterr().out
     assert code == 1
@@ -74,6 +74,12 @@ def test_sweep_summarises_and_fails_on_a_violation(capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     assert "--mutant takeover-charge" in out
     assert "[violation] attempts-charged" in out
+    # The replay line it prints for a failing seed reproduces that seed's violation.
+    lines = out.splitlines()
+    where = next(i for i, line in enumerate(lines) if "python -m sims run" in line)
+    violation = lines[where + 1].strip()
+    assert main(shlex.split(lines[where].split(": ", 1)[1])[3:]) == 1
+    assert f"  {violation}\n" in capsys.readouterr().out
 
 
 def test_bad_arguments_are_refused_with_the_remedy(capsys: pytest.CaptureFixture[str]) -> None:
@@ -275,19 +281,6 @@ def test_a_file_that_fails_to_load_is_told_in_one_line(
     )
 
 
-def test_every_replay_line_a_sweep_prints_reproduces_its_violation(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    assert main(["sweep", "random", "--seeds", "0..40", "--mutant", "takeover-charge"]) == 1
-    out = capsys.readouterr().out
-    lines = out.splitlines()
-    where = next(i for i, line in enumerate(lines) if "python -m sims run" in line)
-    violation = lines[where + 1].strip()
-    command = lines[where].split(": ", 1)[1]
-    assert main(shlex.split(command)[3:]) == 1
-    assert f"  {violation}\n" in capsys.readouterr().out
-
-
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
@@ -323,3 +316,20 @@ def test_list_wraps_on_a_terminal_under_the_summary(monkeypatch: pytest.MonkeyPa
     names = [line.split()[0] for line in lines if not line.startswith(" ")]
     assert names == list(SCENARIOS)
     assert all(line[: width + 2].strip() == "" for line in lines if line.startswith(" "))
+
+
+def test_a_world_that_raises_is_told_in_one_line_with_its_place(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    world = tmp_path / "world.py"
+    world.write_text(
+        "from sims import World, scenario\n\n\n"
+        '@scenario("bad")\n'
+        "async def bad(world: World) -> None:\n"
+        '    await world.start("cron", "scope-1", "m", "j")\n'
+    )
+    assert main(["run", f"{world}:bad"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: scenario {world}:bad raised at {world}:6 with seed 1: ValueError: no drive "
+        "'cron' in this world; add it first with world.add_drive(DriveSpec(name='cron'))\n"
+    )
