@@ -315,7 +315,7 @@ _OPERATIONS: Final[Mapping[str, Callable[[ScopeDatabase, Request, Any], Any]]] =
 
 def encode(value: Any) -> str:
     """One line of the wire: compact JSON, non-ASCII kept, no NaN (JSON has none)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
 def serve_lines(store: ReferenceStore, lines: IO[str], out: IO[str]) -> None:
