@@ -314,7 +314,8 @@ _OPERATIONS: Final[Mapping[str, Callable[[ScopeDatabase, Request, Any], Any]]] =
 
 
 def encode(value: Any) -> str:
-    """One line of the wire: compact JSON, non-ASCII kept, no NaN (JSON has none)."""
+    """One line of the wire: compact JSON, non-ASCII escaped (so any text, a lone surrogate too,
+    survives every transport), no NaN (JSON has none)."""
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
