@@ -17,7 +17,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import attrs
 import trio
 
 from ._clock import StoreClock
@@ -26,18 +25,34 @@ from ._errors import HostClosed, ScopeEvicted, ScopeHostError, ScopeUnavailable
 from ._link import LinkOutcome
 
 
-@attrs.define
 class Message:
-    """One operation waiting for the actor, and the slot its answer lands in."""
+    """One operation waiting for the actor, and who hears its answer.
 
-    operation: str
-    args: tuple[Any, ...]
-    done: trio.Event = attrs.field(factory=trio.Event)
-    outcome: LinkOutcome | None = None
+    ``reply`` is called with the outcome in the actor's task, the moment the operation ran (a link
+    uses it to start the reply leg without a scheduler round of its own); without one, the
+    outcome lands in ``outcome`` and ``done`` is set."""
+
+    __slots__ = ("operation", "args", "outcome", "done", "_reply")
+
+    def __init__(
+        self,
+        operation: str,
+        args: tuple[Any, ...],
+        reply: Callable[[LinkOutcome], None] | None = None,
+    ) -> None:
+        self.operation = operation
+        self.args = args
+        self.outcome: LinkOutcome | None = None
+        self.done: trio.Event | None = trio.Event() if reply is None else None
+        self._reply = reply
 
     def settle(self, outcome: LinkOutcome) -> None:
         self.outcome = outcome
-        self.done.set()
+        if self._reply is not None:
+            self._reply(outcome)
+        else:
+            assert self.done is not None
+            self.done.set()
 
 
 class ScopeActor:

@@ -26,7 +26,7 @@ from ._database import ModuleOperation, ScopeDatabase
 from ._describe import describe
 from ._errors import DoorHeld, HostClosed
 from ._link import Link, LinkCall, LinkOutcome
-from ._network import Network
+from ._network import Network, check_jumpable_clock
 from ._stub import ScopeDoor, ScopeStub
 
 #: The name of the zero-latency link a stub gets when its caller passes none.
@@ -60,14 +60,17 @@ class ScopeHost:
         operations: Mapping[str, ModuleOperation] | None,
         rng: random.Random,
         database: DatabaseFactory = ScopeDatabase,
+        jump_clock: bool = False,
+        observe_direct: bool = True,
     ) -> None:
         self._nursery = nursery
+        self._observe_direct = observe_direct
         self._database = database
         self.directory = directory
         self.clock = clock
         #: The default random source of drives built on this host (a seeded world passes its own).
         self.rng = rng
-        self.network = Network()
+        self.network = Network(jump_clock=jump_clock)
         self._observer = observer
         self._operations: dict[str, ModuleOperation] | None = (
             dict(operations) if operations is not None else None
@@ -131,13 +134,32 @@ class ScopeHost:
             raise HostClosed(f"{operation} on scope {scope_id!r}: the scope host is closed")
         message = Message(operation, args)
         self._actor(scope_id).submit(message)
+        assert message.done is not None
         await message.done.wait()
         assert message.outcome is not None
         return message.outcome
 
-    def observe_rpc(self, event: str, call: LinkCall, outcome: LinkOutcome | None) -> None:
-        if self._observer is None:
-            return
+    def submit(
+        self,
+        scope_id: str,
+        operation: str,
+        args: tuple[Any, ...],
+        reply: Callable[[LinkOutcome], None],
+    ) -> None:
+        """Queue one operation at the scope's actor; ``reply`` hears the outcome as it runs."""
+        self._actor(scope_id).submit(Message(operation, args, reply))
+
+    def observe_rpc(
+        self,
+        event: str,
+        call: LinkCall,
+        outcome: LinkOutcome | None,
+        described: Any = None,
+    ) -> Any:
+        """Tell the observer about one leg event; returns the outcome as described, so the
+        reply's events can share one description (``described``) instead of building two."""
+        if self._observer is None or (call.link == DIRECT_LINK and not self._observe_direct):
+            return None
         fields: dict[str, Any] = {
             "link": call.link,
             "seq": call.seq,
@@ -148,13 +170,15 @@ class ScopeHost:
             fields["args"] = describe(call.args)
         elif outcome is not None:
             fields["store_at"] = outcome.executed_at
-            if outcome.error is not None:
-                fields["error"] = describe(outcome.error)
-            else:
-                fields["result"] = describe(outcome.value)
+            if described is None:
+                described = describe(
+                    outcome.error if outcome.error is not None else outcome.value
+                )
+            fields["error" if outcome.error is not None else "result"] = described
         if event == "rpc.drop":
             fields["leg"] = "request" if outcome is None else "reply"
         self._observer(event, fields)
+        return described
 
     def _actor(self, scope_id: str) -> ScopeActor:
         actor = self._actors.get(scope_id)
@@ -203,15 +227,23 @@ async def open_scope_host(
     operations: Mapping[str, ModuleOperation] | None = None,
     rng: random.Random | None = None,
     database: DatabaseFactory = ScopeDatabase,
+    jump_clock: bool = False,
+    observe_direct: bool = True,
 ) -> AsyncIterator[ScopeHost]:
     """A scope host whose actors and network run in a nursery for the block's duration.
 
     ``database`` builds each actor's store over its connection: ``ScopeDatabase`` unless a test or
     a simulation wants a deliberately broken one, to show that a check notices.
+    ``jump_clock=True`` lets the host's network move a ``MockClock(autojump_threshold=0)`` itself
+    (see ``Network``): faster, and only right when nothing else waits for all tasks to block.
+    ``observe_direct=False`` keeps calls over the host's own zero-latency link (``DIRECT_LINK``)
+    from the observer, before anything is described for it.
     """
     path = None if directory is None else Path(directory)
     if path is not None and not path.is_dir():
         raise ValueError(f"directory {str(path)!r} does not exist; create it or pass None")
+    if jump_clock:
+        check_jumpable_clock()
     async with trio.open_nursery() as nursery:
         host = ScopeHost(
             nursery,
@@ -221,6 +253,8 @@ async def open_scope_host(
             operations=operations,
             rng=rng if rng is not None else random.Random(0),
             database=database,
+            jump_clock=jump_clock,
+            observe_direct=observe_direct,
         )
         nursery.start_soon(host.network.serve, name="network")
         try:

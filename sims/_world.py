@@ -114,14 +114,26 @@ class SimDrive:
         self._reached: Counter[str] = Counter()
         self._work: trio.CancelScope | None = None
         self.down_until_ms = -math.inf
-        self.link.add_request_hook(self._on_request)
-        self.link.add_reply_hook(self._on_reply)
+        # A leg with nothing planned for it is carried without waking this drive (``wants``).
+        self.link.add_request_hook(self._on_request, wants=self._request_wanted)
+        self.link.add_reply_hook(self._on_reply, wants=self._reply_wanted)
 
     # -- faults on the wire ---------------------------------------------------------------------
 
-    async def _on_request(self, call: LinkCall) -> Verdict:
+    def _request_wanted(self, call: LinkCall) -> bool:
         self._calls[call.operation] += 1
-        self._call_index[call.seq] = self._calls[call.operation]
+        nth = self._calls[call.operation]
+        self._call_index[call.seq] = nth
+        return (call.operation, "request", nth) in self._leg_plan
+
+    def _reply_wanted(self, call: LinkCall, outcome: LinkOutcome) -> bool:
+        nth = self._call_index.pop(call.seq, 0)
+        if (call.operation, "reply", nth) not in self._leg_plan:
+            return False
+        self._call_index[call.seq] = nth
+        return True
+
+    async def _on_request(self, call: LinkCall) -> Verdict:
         verdict = await self._apply(call, "request")
         if verdict == "drop":
             # A dropped request never executes, so its reply hook will not run to forget it.

@@ -156,3 +156,21 @@ async def test_equal_deadlines_wake_in_the_order_they_were_set(
         # Trio's scheduler's choice, so only membership and the time are fixed here.
         assert sorted(order) == [0, 1, 2, 3, 4]
         assert trio.current_time() == pytest.approx(0.1)
+
+
+async def test_the_network_moves_a_mock_clock_itself_only_when_asked(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_scope_host(jump_clock=True) as host:
+        link = Link(request_ms=30, reply_ms=5)
+        row = new_row("01RUNA")
+        await host.stub("s1", link=link).start_or_join(row.key, row)
+        assert trio.current_time() == pytest.approx(0.035)
+        # A Trio deadline earlier than the network's next entry is honoured on the way.
+        with trio.move_on_after(0.010):
+            await host.sleep_ms(50)
+        assert trio.current_time() == pytest.approx(0.045)
+    autojump_clock.autojump_threshold = 1.0
+    with pytest.raises(ValueError, match=r"^jump_clock=True moves a MockClock"):
+        async with open_scope_host(jump_clock=True):
+            pass
