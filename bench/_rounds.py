@@ -84,9 +84,7 @@ def rounds_per_call(*, request_ms: float, reply_ms: float, calls: int = 200) -> 
             trio.lowlevel.remove_instrument(rounds)
         return (after[0] - before[0]) / calls, (after[1] - before[1]) / calls
 
-    result: tuple[float, float] = trio.run(
-        main, clock=trio.testing.MockClock(autojump_threshold=0)
-    )
+    result: tuple[float, float] = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     return result
 
 
@@ -99,11 +97,11 @@ def counting_rounds(work: Callable[[], Any]) -> tuple[Any, Rounds]:
         kwargs["instruments"] = [*kwargs.get("instruments", ()), rounds]
         return original(*args, **kwargs)
 
-    trio.run = counted
+    setattr(trio, "run", counted)  # noqa: B010 (a bench wraps every run a world makes)
     try:
         return work(), rounds
     finally:
-        trio.run = original
+        setattr(trio, "run", original)  # noqa: B010
 
 
 __all__ = ["Awaitable", "Rounds", "bare_round_trips_per_s", "counting_rounds", "rounds_per_call"]

@@ -5,7 +5,7 @@ one transaction per store operation, the store's own clock for every lease time,
 latency and faults a test or a simulation controls.
 """
 
-from ._clock import DEFAULT_EPOCH_MS, StoreClock
+from ._clock import DEFAULT_EPOCH_MS, Clock, StoreClock, WallClock
 from ._database import ScopeDatabase
 from ._describe import describe
 from ._dump import JobRunDump, JobStepDumpRow
@@ -14,6 +14,7 @@ from ._errors import (
     DoorHeld,
     HostClosed,
     ReplyDropped,
+    RequestAbandoned,
     RequestDropped,
     ScopeEvicted,
     ScopeHostError,
@@ -21,7 +22,17 @@ from ._errors import (
     TransportError,
 )
 from ._host import DIRECT_LINK, DatabaseFactory, ScopeHost, open_scope_host
-from ._link import LegDelay, Link, LinkCall, LinkOutcome, ReplyHook, RequestHook, Verdict
+from ._link import (
+    DeliverLate,
+    LegDelay,
+    Link,
+    LinkCall,
+    LinkOutcome,
+    ReplyHook,
+    RequestHook,
+    RequestVerdict,
+    Verdict,
+)
 from ._network import Network
 from ._operations import DEFAULT_OPERATIONS, ModuleOperation
 from ._sql import (
@@ -52,7 +63,9 @@ __all__ = [
     "JOB_RUN_PATCH_SQL",
     "JOB_RUN_RENEW_SQL",
     "JOB_STEP_RECORD_SQL",
+    "Clock",
     "DatabaseFactory",
+    "DeliverLate",
     "DoorHeld",
     "HostClosed",
     "JobRunDump",
@@ -65,8 +78,10 @@ __all__ = [
     "Network",
     "ReplyDropped",
     "ReplyHook",
+    "RequestAbandoned",
     "RequestDropped",
     "RequestHook",
+    "RequestVerdict",
     "ScopeDatabase",
     "ScopeDoor",
     "ScopeEvicted",
@@ -77,6 +92,7 @@ __all__ = [
     "StoreClock",
     "TransportError",
     "Verdict",
+    "WallClock",
     "describe",
     "open_scope_host",
     "tombstone",

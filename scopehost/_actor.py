@@ -19,7 +19,7 @@ from typing import Any
 
 import trio
 
-from ._clock import StoreClock
+from ._clock import Clock
 from ._database import ScopeDatabase
 from ._errors import HostClosed, ScopeEvicted, ScopeHostError, ScopeUnavailable
 from ._link import LinkOutcome
@@ -32,7 +32,7 @@ class Message:
     uses it to start the reply leg without a scheduler round of its own); without one, the
     outcome lands in ``outcome`` and ``done`` is set."""
 
-    __slots__ = ("operation", "args", "outcome", "done", "_reply")
+    __slots__ = ("_reply", "args", "done", "operation", "outcome")
 
     def __init__(
         self,
@@ -63,7 +63,7 @@ class ScopeActor:
         scope_id: str,
         open_database: Callable[[], ScopeDatabase],
         close_database: Callable[[ScopeDatabase], None],
-        clock: StoreClock,
+        clock: Clock,
     ) -> None:
         self.scope_id = scope_id
         self._open_database = open_database

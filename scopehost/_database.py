@@ -79,13 +79,14 @@ _STATUS_CHOICES: Final = ", ".join(repr(status) for status in JOB_RUN_STATUSES)
 # -- input checks: each raises before any transaction opens ---------------------------------------
 
 
-#: The spec's due read's rows (``JOB_RUN_DUE_SQL``) in its order, read as two ranges of the ``(status, next_attempt_at,
-#: id)`` index: the running rows with no next attempt (due, ordered by ``started_at``), and those
-#: whose next attempt is at or before now (ordered by it). Only due rows are read and sorted, so
-#: runs that wait (leased, backing off, deferred) cost nothing however many there are, where the
-#: spec's statement walks them all whenever fewer than ``max`` are due. The two ranges are
-#: disjoint, and each one's sort key is exactly what ``COALESCE(next_attempt_at, started_at)``
-#: gives its rows; a property test holds this to the spec's statement on random tables.
+#: The spec's due read's rows (``JOB_RUN_DUE_SQL``) in its order, read as two ranges of the
+#: ``(status, next_attempt_at, id)`` index: the running rows with no next attempt (due, ordered
+#: by ``started_at``), and those whose next attempt is at or before now (ordered by it). Only due
+#: rows are read and sorted, so runs that wait (leased, backing off, deferred) cost nothing however
+#: many there are, where the spec's statement walks them all whenever fewer than ``max`` are due.
+#: The two ranges are disjoint, and each one's sort key is exactly what
+#: ``COALESCE(next_attempt_at, started_at)`` gives its rows; a property test holds this to the
+#: spec's statement on random tables.
 _DUE_BY_RANGES_SQL: Final = (
     "SELECT id, module_id, job FROM ("
     "SELECT id, module_id, job, started_at AS due_at FROM _substrat_job_runs "

@@ -20,9 +20,7 @@ def describe(value: Any) -> Any:
         return value
     names = _FIELD_NAMES.get(kind, ())
     if names == ():
-        names = (
-            tuple(field.name for field in attrs.fields(kind)) if attrs.has(kind) else None
-        )
+        names = tuple(field.name for field in attrs.fields(kind)) if attrs.has(kind) else None
         _FIELD_NAMES[kind] = names
     if names is not None:
         return {name: describe(getattr(value, name)) for name in names}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -21,7 +21,7 @@ import trio
 from driver import Observer
 
 from ._actor import Message, ScopeActor
-from ._clock import StoreClock
+from ._clock import Clock, WallClock
 from ._database import ModuleOperation, ScopeDatabase
 from ._describe import describe
 from ._errors import DoorHeld, HostClosed
@@ -55,7 +55,7 @@ class ScopeHost:
         nursery: trio.Nursery,
         directory: Path | None,
         *,
-        clock: StoreClock,
+        clock: Clock,
         observer: Observer | None,
         operations: Mapping[str, ModuleOperation] | None,
         rng: random.Random,
@@ -116,6 +116,11 @@ class ScopeHost:
             self._operations = {}
         self._operations[name] = operation
 
+    def start_soon(self, async_fn: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Run a task in the host's nursery: work that outlives its caller, as a request the
+        caller gave up on and the wire still carries."""
+        self._nursery.start_soon(async_fn, *args)
+
     # -- time ---------------------------------------------------------------------------------
 
     def monotonic_ms(self) -> float:
@@ -171,9 +176,7 @@ class ScopeHost:
         elif outcome is not None:
             fields["store_at"] = outcome.executed_at
             if described is None:
-                described = describe(
-                    outcome.error if outcome.error is not None else outcome.value
-                )
+                described = describe(outcome.error if outcome.error is not None else outcome.value)
             fields["error" if outcome.error is not None else "result"] = described
         if event == "rpc.drop":
             fields["leg"] = "request" if outcome is None else "reply"
@@ -222,7 +225,7 @@ class ScopeHost:
 async def open_scope_host(
     directory: str | Path | None = None,
     *,
-    clock: StoreClock | None = None,
+    clock: Clock | None = None,
     observer: Observer | None = None,
     operations: Mapping[str, ModuleOperation] | None = None,
     rng: random.Random | None = None,
@@ -231,6 +234,9 @@ async def open_scope_host(
     observe_direct: bool = True,
 ) -> AsyncIterator[ScopeHost]:
     """A scope host whose actors and network run in a nursery for the block's duration.
+
+    ``clock`` is the store's clock: UTC wall time (``WallClock``) unless given one. A test or a
+    simulation on virtual time passes ``StoreClock()`` (virtual time plus a fixed epoch).
 
     ``database`` builds each actor's store over its connection: ``ScopeDatabase`` unless a test or
     a simulation wants a deliberately broken one, to show that a check notices.
@@ -248,7 +254,7 @@ async def open_scope_host(
         host = ScopeHost(
             nursery,
             path,
-            clock=clock if clock is not None else StoreClock(),
+            clock=clock if clock is not None else WallClock(),
             observer=observer,
             operations=operations,
             rng=rng if rng is not None else random.Random(0),

@@ -19,7 +19,11 @@ delay draw), at the same virtual time.
 
 What each fault means is the point of modelling it. A dropped request did not run. A dropped reply
 DID run and committed; the caller only learns that something went wrong. A reply held by a hook is
-late, and the write it reports was made when it executed, not when the caller heard of it.
+late, and the write it reports was made when it executed, not when the caller heard of it. An
+ABANDONED request (a request hook answered ``DeliverLate``) is the at-least-once wire of a real RPC
+stack: the caller gives up on it at once and gets ``RequestAbandoned``, not knowing whether it ran,
+while the wire still carries it; it reaches the scope ``ms`` later and runs there, in a task of the
+host's own, and its reply goes nowhere. A stale owner's write can so arrive during a later pass.
 """
 
 from __future__ import annotations
@@ -29,10 +33,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import attrs
-
 import trio
 
-from ._errors import HostClosed, ReplyDropped, RequestDropped
+from ._errors import HostClosed, ReplyDropped, RequestAbandoned, RequestDropped, ScopeHostError
 from ._network import Timed, withdraw
 
 if TYPE_CHECKING:
@@ -64,9 +67,19 @@ class LinkOutcome:
         return self.value
 
 
+@attrs.frozen
+class DeliverLate:
+    """A request hook's verdict: the caller gives up on this request now, and the wire delivers it
+    to the scope ``ms`` later all the same (where it runs; its reply goes nowhere)."""
+
+    ms: float
+
+
 #: What a hook may say: drop this leg, or (None) let it go on.
 Verdict: TypeAlias = Literal["drop"] | None
-RequestHook: TypeAlias = Callable[[LinkCall], Awaitable[Verdict]]
+#: What a request hook may say: as ``Verdict``, or abandon the request and deliver it late.
+RequestVerdict: TypeAlias = Verdict | DeliverLate
+RequestHook: TypeAlias = Callable[[LinkCall], Awaitable[RequestVerdict]]
 ReplyHook: TypeAlias = Callable[[LinkCall, LinkOutcome], Awaitable[Verdict]]
 #: Which calls a hook must see (asked after the leg's delay, in whichever task carries the leg).
 RequestWants: TypeAlias = Callable[[LinkCall], bool]
@@ -166,10 +179,20 @@ class Link:
         step = await flight.next_step()
         if isinstance(step, list):
             # Some hooks want this request: they run here, in the calling task.
-            dropped = await _request_verdict(step, call) or _take(self._request_drops, call)
-            if not dropped:
+            verdict = await _request_verdict(step, call)
+            if verdict is None and _take(self._request_drops, call):
+                verdict = "drop"
+            if isinstance(verdict, DeliverLate):
+                host.observe_rpc("rpc.abandon", call, None)
+                host.start_soon(self._deliver_late, host, call, self._late_ms(verdict.ms, call))
+                raise RequestAbandoned(
+                    f"request {operation} #{call.seq} on link {self.name!r} to scope "
+                    f"{scope_id!r} was abandoned by its caller: the wire may still deliver it "
+                    "and the operation run"
+                )
+            if verdict is None:
                 flight.submit()
-            step = await flight.next_step() if not dropped else _REQUEST_DROPPED
+            step = await flight.next_step() if verdict is None else _REQUEST_DROPPED
         if step is _REQUEST_DROPPED:
             host.observe_rpc("rpc.drop", call, None)
             raise RequestDropped(
@@ -195,31 +218,48 @@ class Link:
         host.observe_rpc("rpc.deliver", call, outcome, flight.described)
         return outcome.unwrap()
 
+    async def _deliver_late(self, host: ScopeHost, call: LinkCall, ms: float) -> None:
+        """The abandoned request's own way to the scope: it runs there, and nobody hears back."""
+        await host.network.sleep_ms(ms)
+        host.observe_rpc("rpc.late", call, None)
+        try:
+            outcome = await host.execute(call.scope_id, call.operation, call.args)
+        except ScopeHostError:
+            return  # the host closed while the request was in flight: it never arrived
+        host.observe_rpc("rpc.exec", call, outcome)
+        host.observe_rpc("rpc.drop", call, outcome)
+
+    def _late_ms(self, ms: float, call: LinkCall) -> float:
+        if not ms >= 0:
+            raise ValueError(
+                f"link {self.name!r} was told to deliver {call.operation!r} #{call.seq} {ms!r} ms "
+                "late; a late delivery's delay must be a number >= 0"
+            )
+        return float(ms)
+
 
 #: What ends a leg for the caller, besides a list (request hooks to run) or a tuple (reply hooks).
 _REQUEST_DROPPED = "request dropped"
 _REPLY_DROPPED = "reply dropped"
 _REPLY_DELIVERED = "reply delivered"
 
-_Step: TypeAlias = (
-    str | list[RequestHook] | tuple[ReplyHook, ...] | BaseException
-)
+_Step: TypeAlias = str | list[RequestHook] | tuple[ReplyHook, ...] | BaseException
 
 
 class _Flight:
     """One call in flight: what carries its legs while the caller sleeps, and wakes it once."""
 
     __slots__ = (
-        "link",
-        "host",
-        "call",
-        "outcome",
-        "described",
-        "timed",
-        "_task",
-        "_step",
-        "_parked",
         "_gone",
+        "_parked",
+        "_step",
+        "_task",
+        "call",
+        "described",
+        "host",
+        "link",
+        "outcome",
+        "timed",
     )
 
     def __init__(self, link: Link, host: ScopeHost, call: LinkCall) -> None:
@@ -319,11 +359,12 @@ class _Flight:
             )
 
 
-async def _request_verdict(hooks: list[RequestHook], call: LinkCall) -> bool:
+async def _request_verdict(hooks: list[RequestHook], call: LinkCall) -> RequestVerdict:
     for hook in hooks:
-        if await hook(call) == "drop":
-            return True
-    return False
+        verdict = await hook(call)
+        if verdict is not None:
+            return verdict
+    return None
 
 
 async def _reply_verdict(

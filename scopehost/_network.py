@@ -152,4 +152,3 @@ def check_jumpable_clock() -> None:
 def withdraw(entry: Timed) -> None:
     """Make a heap entry do nothing when it falls due."""
     entry[2] = None
-

@@ -35,16 +35,26 @@ from driver import (
 )
 from scopehost import (
     DEFAULT_EPOCH_MS,
+    DeliverLate,
     LegDelay,
     Link,
     LinkCall,
     LinkOutcome,
+    RequestVerdict,
     ScopeHost,
     Verdict,
     describe,
 )
 
-from ._faults import CrashDrive, DelayLeg, DropLeg, Evict, FaultPlan, PauseDrive
+from ._faults import (
+    CrashDrive,
+    DelayLeg,
+    DropLeg,
+    Evict,
+    FaultPlan,
+    LateRequest,
+    PauseDrive,
+)
 from ._trace import Trace
 from ._upstream import Upstream
 
@@ -111,6 +121,12 @@ class SimDrive:
                     self._leg_plan[where] = (delay + fault.ms, drop)
                 else:
                     self._leg_plan[where] = (delay, True)
+        # Requests this drive gives up on and the wire delivers late, by (operation, nth).
+        self._late_plan: dict[tuple[str, int], float] = {
+            (fault.operation, fault.nth): fault.ms
+            for fault in world.plan.faults
+            if isinstance(fault, LateRequest) and fault.drive == spec.name
+        }
         self._reached: Counter[str] = Counter()
         self._work: trio.CancelScope | None = None
         self.down_until_ms = -math.inf
@@ -122,9 +138,11 @@ class SimDrive:
 
     def _request_wanted(self, call: LinkCall) -> bool:
         self._calls[call.operation] += 1
-        nth = self._calls[call.operation]
-        self._call_index[call.seq] = nth
-        return (call.operation, "request", nth) in self._leg_plan
+        nth = self._call_index[call.seq] = self._calls[call.operation]
+        return (call.operation, "request", nth) in self._leg_plan or (
+            call.operation,
+            nth,
+        ) in self._late_plan
 
     def _reply_wanted(self, call: LinkCall, outcome: LinkOutcome) -> bool:
         nth = self._call_index.pop(call.seq, 0)
@@ -133,10 +151,18 @@ class SimDrive:
         self._call_index[call.seq] = nth
         return True
 
-    async def _on_request(self, call: LinkCall) -> Verdict:
-        verdict = await self._apply(call, "request")
-        if verdict == "drop":
-            # A dropped request never executes, so its reply hook will not run to forget it.
+    async def _on_request(self, call: LinkCall) -> RequestVerdict:
+        nth = self._call_index.get(call.seq, 0)
+        verdict: RequestVerdict = await self._apply(call, "request")
+        late = self._late_plan.get((call.operation, nth)) if self._late_plan else None
+        if verdict is None and late is not None:
+            self.world.trace.record(
+                "fault.late",
+                {"drive": self.name, "op": call.operation, "seq": call.seq, "ms": late},
+            )
+            verdict = DeliverLate(late)
+        if verdict is not None:
+            # A dropped or abandoned request's reply hook will not run to forget it.
             self._call_index.pop(call.seq, None)
         return verdict
 

@@ -11,11 +11,15 @@ import trio.testing
 from driver import JobRunFilter, parse_iso_ms
 from scopehost import (
     DEFAULT_EPOCH_MS,
+    DeliverLate,
     Link,
     LinkCall,
     LinkOutcome,
     ReplyDropped,
+    RequestAbandoned,
     RequestDropped,
+    RequestVerdict,
+    StoreClock,
     Verdict,
     open_scope_host,
 )
@@ -26,7 +30,7 @@ from .async_support import new_row
 async def test_each_leg_waits_its_delay_and_the_write_is_stamped_on_arrival(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         link = Link(request_ms=30, reply_ms={"claim": 70, "*": 5})
         stub = host.stub("s1", link=link)
         row = new_row("01RUNA")
@@ -40,7 +44,7 @@ async def test_each_leg_waits_its_delay_and_the_write_is_stamped_on_arrival(
 
 
 async def test_a_dropped_request_never_runs(autojump_clock: trio.testing.MockClock) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         link = Link(request_ms=10)
         link.drop_requests(lambda call: call.operation == "start_or_join")
         stub = host.stub("s1", link=link)
@@ -57,7 +61,7 @@ async def test_a_dropped_request_never_runs(autojump_clock: trio.testing.MockClo
 async def test_a_dropped_reply_leaves_the_write_done(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         link = Link(request_ms=10, reply_ms=10)
         link.drop_replies(times=1)
         stub = host.stub("s1", link=link)
@@ -71,10 +75,48 @@ async def test_a_dropped_reply_leaves_the_write_done(
         assert [r.id for r in await stub.list(JobRunFilter())] == ["01RUNA"]
 
 
+async def test_an_abandoned_request_is_delivered_late_and_its_write_lands(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    seen: list[tuple[str, float, str]] = []
+
+    def observer(event: str, fields: dict[str, object]) -> None:
+        seen.append((event, trio.current_time(), str(fields.get("leg", ""))))
+
+    async with open_scope_host(observer=observer) as host:
+
+        async def abandon_starts(call: LinkCall) -> RequestVerdict:
+            return DeliverLate(500) if call.operation == "start_or_join" else None
+
+        link = Link(request_ms=10)
+        link.add_request_hook(abandon_starts)
+        stub = host.stub("s1", link=link)
+        row = new_row("01RUNA")
+        with pytest.raises(
+            RequestAbandoned,
+            match=r"^request start_or_join #1 on link 'link' to scope 's1' was abandoned by its "
+            r"caller: the wire may still deliver it and the operation run$",
+        ):
+            await stub.start_or_join(row.key, row)
+        assert trio.current_time() == pytest.approx(0.01)
+        assert await host.stub("s1").list(JobRunFilter()) == []
+        await host.sleep_ms(600)
+        assert [r.id for r in await host.stub("s1").list(JobRunFilter())] == ["01RUNA"]
+    late = [(event, round(t, 3), leg) for event, t, leg in seen if event != "rpc.send"]
+    assert late[:6] == [
+        ("rpc.abandon", 0.01, ""),
+        ("rpc.exec", 0.01, ""),  # the direct link's list, empty
+        ("rpc.deliver", 0.01, ""),
+        ("rpc.late", 0.51, ""),
+        ("rpc.exec", 0.51, ""),
+        ("rpc.drop", 0.51, "reply"),
+    ]
+
+
 async def test_a_held_reply_is_late_and_rivals_are_not_held_with_it(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         release = trio.Event()
 
         async def hold_claims(call: LinkCall, outcome: LinkOutcome) -> Verdict:
@@ -114,7 +156,7 @@ async def test_delays_drawn_from_the_links_random_source_replay(
         return rng.uniform(0, 50)
 
     async def elapsed(seed: int) -> float:
-        async with open_scope_host() as host:
+        async with open_scope_host(clock=StoreClock()) as host:
             stub = host.stub(
                 "s1", link=Link(request_ms=jitter, reply_ms=jitter, rng=random.Random(seed))
             )
@@ -128,7 +170,7 @@ async def test_delays_drawn_from_the_links_random_source_replay(
 
 
 async def test_a_negative_drawn_delay_is_refused(autojump_clock: trio.testing.MockClock) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         stub = host.stub("s1", link=Link(name="bad", request_ms=lambda call, rng: -1.0))
         with pytest.raises(
             ValueError,
@@ -141,7 +183,7 @@ async def test_a_negative_drawn_delay_is_refused(autojump_clock: trio.testing.Mo
 async def test_equal_deadlines_wake_in_the_order_they_were_set(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         order: list[int] = []
 
         async def sleeper(index: int) -> None:
