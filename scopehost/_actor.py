@@ -6,6 +6,11 @@ looked at. There is no ``await`` between taking a message and answering it, so n
 interleave with an operation, and SQLite is called in this task itself: a worker thread would let
 ``MockClock``'s autojump see the wait as idle and leap virtual time.
 
+An actor also RETIRES, as an idle Durable Object hibernates: when its host says so (idle too
+long, or room needed for another scope) and nothing waits in its queue, it closes its database and
+ends; the next call starts a fresh actor on the same database, so a retirement is invisible to
+callers except as the cost of reopening.
+
 Eviction is what a DO abort does. Every message not yet executed when it happens fails with
 ``ScopeEvicted`` and did not run; what was committed stays committed; the next call starts a fresh
 actor on the same database.
@@ -64,8 +69,12 @@ class ScopeActor:
         open_database: Callable[[], ScopeDatabase],
         close_database: Callable[[ScopeDatabase], None],
         clock: Clock,
+        on_idle: Callable[[ScopeActor], None] | None = None,
     ) -> None:
         self.scope_id = scope_id
+        self._on_idle = on_idle
+        #: The database while it is open (None before the first message and after closing).
+        self._database: ScopeDatabase | None = None
         self._open_database = open_database
         self._close_database = close_database
         self._clock = clock
@@ -77,6 +86,22 @@ class ScopeActor:
     def submit(self, message: Message) -> None:
         self._send.send_nowait(message)
 
+    @property
+    def busy(self) -> bool:
+        """Messages wait in the queue (or the actor has not yet started on its first one)."""
+        return self._receive.statistics().current_buffer_used > 0
+
+    def retire(self) -> bool:
+        """Close the database now and end, if nothing waits; False (and nothing done) if busy."""
+        if self.busy or self.closed:
+            return False
+        self.closed = True
+        self._send.close()
+        database, self._database = self._database, None
+        if database is not None:
+            self._close_database(database)
+        return True
+
     def evict(self) -> None:
         """Abort: everything still queued fails; the task ends once the queue is drained."""
         self.evicted = True
@@ -87,7 +112,7 @@ class ScopeActor:
         failure: Exception | None = None
         try:
             try:
-                database = self._open_database()
+                database = self._database = self._open_database()
             except Exception as error:
                 # Answer every waiting call with the reason instead of taking the host down.
                 failure = error
@@ -103,6 +128,8 @@ class ScopeActor:
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                     self._serve_one(database, message)
+                if self._on_idle is not None:
+                    self._on_idle(self)
         finally:
             # Cancelled with the host, or the database would not open: nobody waiting may hang.
             self.closed = True
@@ -113,8 +140,10 @@ class ScopeActor:
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
                 self._refuse(message, self._unserved_error(message, failure))
-            if database is not None:
-                self._close_database(database)
+            # Unless a retirement closed it already.
+            closing, self._database = self._database, None
+            if closing is not None:
+                self._close_database(closing)
 
     def _serve_one(self, database: ScopeDatabase, message: Message) -> None:
         if self.evicted:
@@ -134,6 +163,8 @@ class ScopeActor:
         message.settle(LinkOutcome(None, error, self._clock.now()))
 
     def _unserved_error(self, message: Message, failure: Exception | None) -> ScopeHostError:
+        if isinstance(failure, ScopeUnavailable):
+            return ScopeUnavailable(f"{message.operation} did not run: {failure}")
         if failure is not None:
             return ScopeUnavailable(
                 f"{message.operation} on scope {self.scope_id!r} did not run: its database "
