@@ -69,7 +69,7 @@ async def test_bad_limits_are_refused(
 def _touch(directory: Path, scopes: int, limit: int, max_open: int) -> str:
     result = subprocess.run(
         [sys.executable, "-m", "tests.scopehost.many_scopes"]
-        + [str(directory), str(scopes), str(limit), str(max_open)],
+        + [str(value) for value in (directory, scopes, limit, max_open)],
         capture_output=True,
         text=True,
         check=True,
