@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -21,7 +21,7 @@ from scopehost import Link, open_scope_host
 
 
 def bare_round_trips_per_s(n: int = 20_000) -> float:
-    """Request/reply round trips per second between two Trio tasks over memory channels."""
+    """Request/reply round trips per CPU second between two Trio tasks over memory channels."""
 
     async def main() -> float:
         requests, serve = trio.open_memory_channel[int](math.inf)
@@ -33,11 +33,11 @@ def bare_round_trips_per_s(n: int = 20_000) -> float:
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(server)
-            started = time.perf_counter()
+            started = time.process_time()
             for index in range(n):
                 requests.send_nowait(index)
                 await answers.receive()
-            elapsed = time.perf_counter() - started
+            elapsed = time.process_time() - started
             nursery.cancel_scope.cancel()
         return n / elapsed
 
@@ -102,6 +102,3 @@ def counting_rounds(work: Callable[[], Any]) -> tuple[Any, Rounds]:
         return work(), rounds
     finally:
         setattr(trio, "run", original)  # noqa: B010
-
-
-__all__ = ["Awaitable", "Rounds", "bare_round_trips_per_s", "counting_rounds", "rounds_per_call"]

@@ -18,7 +18,7 @@ actor on the same database.
 
 from __future__ import annotations
 
-import math
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -78,25 +78,39 @@ class ScopeActor:
         self._open_database = open_database
         self._close_database = close_database
         self._clock = clock
-        self._send, self._receive = trio.open_memory_channel[Message](math.inf)
+        #: The queue. A deque and a parked task rather than a memory channel: a host may hold
+        #: thousands of actors, and a channel's pair of objects and statistics cost on each.
+        self._inbox: deque[Message] = deque()
+        self._accepting = True
+        #: The actor's task while it waits for a message (None while it runs).
+        self._parked: trio.lowlevel.Task | None = None
         self.evicted = False
         #: Set once this actor will serve nothing more; the host then starts a fresh one.
         self.closed = False
 
     def submit(self, message: Message) -> None:
-        self._send.send_nowait(message)
+        if not self._accepting:
+            raise trio.ClosedResourceError(f"the actor of scope {self.scope_id!r} has ended")
+        self._inbox.append(message)
+        self._wake()
+
+    def _wake(self) -> None:
+        parked, self._parked = self._parked, None
+        if parked is not None:
+            trio.lowlevel.reschedule(parked)
 
     @property
     def busy(self) -> bool:
         """Messages wait in the queue (or the actor has not yet started on its first one)."""
-        return self._receive.statistics().current_buffer_used > 0
+        return bool(self._inbox)
 
     def retire(self) -> bool:
         """Close the database now and end, if nothing waits; False (and nothing done) if busy."""
-        if self.busy or self.closed:
+        if self._inbox or self.closed:
             return False
         self.closed = True
-        self._send.close()
+        self._accepting = False
+        self._wake()
         database, self._database = self._database, None
         if database is not None:
             self._close_database(database)
@@ -105,11 +119,13 @@ class ScopeActor:
     def evict(self) -> None:
         """Abort: everything still queued fails; the task ends once the queue is drained."""
         self.evicted = True
-        self._send.close()
+        self._accepting = False
+        self._wake()
 
     async def serve(self) -> None:
         database: ScopeDatabase | None = None
         failure: Exception | None = None
+        inbox = self._inbox
         try:
             try:
                 database = self._database = self._open_database()
@@ -117,33 +133,33 @@ class ScopeActor:
                 # Answer every waiting call with the reason instead of taking the host down.
                 failure = error
                 return
-            async for message in self._receive:
-                self._serve_one(database, message)
-                # Whatever queued up meanwhile is served in the same turn, still one message at a
-                # time: a yield between two of them would let nothing new in that the queue's
-                # order does not already admit, and would cost a scheduler round per message.
-                while True:
-                    try:
-                        message = self._receive.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                    self._serve_one(database, message)
+            while True:
+                # Whatever queued up is served in the same turn, still one message at a time: a
+                # yield between two of them would let nothing new in that the queue's order does
+                # not already admit, and would cost a scheduler round per message.
+                while inbox:
+                    self._serve_one(database, inbox.popleft())
+                if not self._accepting:
+                    return
                 if self._on_idle is not None:
                     self._on_idle(self)
+                self._parked = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(self._abort)
         finally:
             # Cancelled with the host, or the database would not open: nobody waiting may hang.
             self.closed = True
-            self._send.close()
-            while True:
-                try:
-                    message = self._receive.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
+            self._accepting = False
+            while inbox:
+                message = inbox.popleft()
                 self._refuse(message, self._unserved_error(message, failure))
             # Unless a retirement closed it already.
             closing, self._database = self._database, None
             if closing is not None:
                 self._close_database(closing)
+
+    def _abort(self, _: Any) -> trio.lowlevel.Abort:
+        self._parked = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
     def _serve_one(self, database: ScopeDatabase, message: Message) -> None:
         if self.evicted:

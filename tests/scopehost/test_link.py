@@ -216,3 +216,15 @@ async def test_the_network_moves_a_mock_clock_itself_only_when_asked(
     with pytest.raises(ValueError, match=r"^jump_clock=True moves a MockClock"):
         async with open_scope_host(jump_clock=True):
             pass
+
+
+async def test_the_network_reads_trios_deadline_heap_where_it_expects_it() -> None:
+    # A Trio release that moved its run's deadline heap would make the network silently fall
+    # back to the slower public statistics: this says so instead.
+    runner = trio._core._run.GLOBAL_RUN_CONTEXT.runner
+    assert callable(getattr(getattr(runner, "deadlines", None), "next_deadline", None)), (
+        "trio moved its run's deadline heap (runner.deadlines.next_deadline); update "
+        "scopehost._network._trio_next_deadline"
+    )
+    with trio.CancelScope(deadline=trio.current_time() + 7):
+        assert runner.deadlines.next_deadline() == pytest.approx(trio.current_time() + 7)
