@@ -34,8 +34,8 @@ from ._world import World
 
 
 def seed_scheduler(seed: int) -> None:
-    """Make Trio's scheduler a function of ``seed`` (design.md §5): deterministic batches, shuffled
-    by a random source seeded here, before each ``trio.run``."""
+    """Make Trio's scheduler a function of ``seed`` (README, "The simulator"): deterministic
+    batches, shuffled by a random source seeded here, before each ``trio.run``."""
     trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
     trio._core._run._r.seed(seed)
 
@@ -51,6 +51,8 @@ class WorldSetup:
     trace: bool = True
     directory: Path | None = None
     database: DatabaseFactory = ScopeDatabase
+    #: Called with every event as it happens, kept or not (a progress line, a live check).
+    listeners: tuple[Callable[[dict[str, Any]], None], ...] = ()
 
 
 @attrs.frozen
@@ -100,7 +102,7 @@ async def _main(
     meta: dict[str, Any],
 ) -> WorldOutcome:
     checker = TraceChecker()
-    trace = Trace(enabled=setup.trace, listeners=[checker.observe])
+    trace = Trace(enabled=setup.trace, listeners=[checker.observe, *setup.listeners])
     trace.record("world.begin", {"seed": seed, "plan": repr(setup.plan), **meta})
     upstream = Upstream(setup.objects, _failing_calls(setup.plan))
 
