@@ -11,13 +11,16 @@ call still yields while the scope's actor serves it, which is where calls interl
 
 By default the network task sleeps in a cancel scope whose deadline is its earliest entry. With
 ``jump_clock=True`` (what the simulator asks for: its world is the whole run and its clock a
-``MockClock(autojump_threshold=0)``) the network task moves virtual time itself: it waits until
-every task is blocked and jumps the clock to its earliest entry, or to an earlier Trio deadline if
-some other wait has one. That is the jump the clock would have made, without a cancel scope set,
-fired and unwound per wake-up, and one scheduler round fewer per wake-up (the clock's own jump
-takes a round in which nothing runs). It is only right while nothing else in the run waits for all
-tasks to be blocked (``trio.testing.wait_all_tasks_blocked``): woken together, the network task
-would move the clock under that waiter's feet. Tests that sequence tasks so keep the default.
+``MockClock(autojump_threshold=0)``) there is no network task at work: a Trio instrument moves
+virtual time from the run loop itself. Just before the loop would wait for I/O with no task able to
+run, it jumps the clock to the earliest entry (unless a Trio deadline comes first; the clock's own
+autojump serves that one) and runs the entries due there, so the tasks they wake run in that same
+pass of the loop. A timed leg then costs no scheduler batch of its own: a call with latency on
+both legs takes two batches (the actor's, the caller's), as a call without latency does. Entries
+run outside any task, which is why they must not block; one that raises takes the host down with
+its error (the parked network task re-raises it), never silently. This is only right while nothing
+else in the run waits for all tasks to be blocked (``trio.testing.wait_all_tasks_blocked``): the
+clock would move before that waiter wakes. Tests that sequence tasks so keep the default.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import outcome
 import trio
 import trio.testing
 
@@ -47,13 +51,9 @@ class Network:
         #: time. A waiter with an earlier one moves that deadline itself, so adding a wait never
         #: costs the network task a wake-up of its own.
         self._timer: trio.CancelScope | None = None
-        #: Trio's earliest deadline (see ``_trio_next_deadline``), read when the clock jumps.
-        self._next_deadline: Callable[[], float] = _public_next_deadline
-        #: The network task, while it sleeps with nothing in its heap (an entry wakes it).
-        self._idle: trio.lowlevel.Task | None = None
 
     def at(self, due: float, action: Callable[[], None]) -> Timed:
-        """Run ``action`` in the network task once virtual time reaches ``due`` (seconds).
+        """Run ``action`` once virtual time reaches ``due`` (seconds), in (due, seq) order.
 
         ``action`` must not block: it runs between two other entries. Withdraw the entry with
         :func:`withdraw` (a waiter that was cancelled)."""
@@ -62,10 +62,6 @@ class Network:
         timer = self._timer
         if timer is not None and due < timer.deadline:
             timer.deadline = due
-        idle = self._idle
-        if idle is not None:
-            self._idle = None
-            trio.lowlevel.reschedule(idle)
         return entry
 
     async def sleep_ms(self, ms: float) -> None:
@@ -88,17 +84,24 @@ class Network:
 
     async def serve(self) -> None:
         """Run the entries as they fall due, forever (until cancelled with its nursery)."""
-        clock = trio.lowlevel.current_clock()
         if self.jump_clock:
             check_jumpable_clock()
-            self._next_deadline = _trio_next_deadline()
+            await self._jump_from_the_run_loop()
         while True:
             self._run_due()
-            if self.jump_clock:
-                assert isinstance(clock, trio.testing.MockClock)
-                await self._jump_when_idle(clock)
-            else:
-                await self._sleep_until_first_due()
+            await self._sleep_until_first_due()
+
+    async def _jump_from_the_run_loop(self) -> None:
+        clock = trio.lowlevel.current_clock()
+        assert isinstance(clock, trio.testing.MockClock)
+        jumper = _Jumper(self, clock, trio.lowlevel.current_task())
+        trio.lowlevel.add_instrument(jumper)
+        try:
+            # Parked for good: the instrument does the work, and wakes this task only to raise
+            # what an entry raised (an instrument's own exception would be swallowed by Trio).
+            await trio.lowlevel.wait_task_rescheduled(_abort_parked)
+        finally:
+            trio.lowlevel.remove_instrument(jumper)
 
     def _run_due(self) -> None:
         heap = self._heap
@@ -115,27 +118,45 @@ class Network:
             await trio.sleep_forever()
         self._timer = None
 
-    async def _jump_when_idle(self, clock: trio.testing.MockClock) -> None:
-        heap = self._heap
-        # Waiting for idle even with an empty heap: an entry added meanwhile then costs no
-        # wake-up of its own. (While a task waits for idle, the clock does not jump by itself.)
-        await trio.testing.wait_all_tasks_blocked()
+
+def _abort_parked(_: Any) -> trio.lowlevel.Abort:
+    return trio.lowlevel.Abort.SUCCEEDED
+
+
+class _Jumper(trio.abc.Instrument):
+    """Moves the clock from Trio's run loop: when no task can run, to the network's earliest
+    entry (unless a Trio deadline comes first, which the clock's own autojump then serves), and
+    runs the entries due there. The tasks they wake run in the very same pass of the loop."""
+
+    def __init__(
+        self, network: Network, clock: trio.testing.MockClock, guard: trio.lowlevel.Task
+    ) -> None:
+        self._network = network
+        self._clock = clock
+        self._guard: trio.lowlevel.Task | None = guard
+        runner = trio._core._run.GLOBAL_RUN_CONTEXT.runner
+        self._runq = runner.runq
+        self._next_deadline = _trio_next_deadline()
+
+    def before_io_wait(self, timeout: float) -> None:
+        if self._runq or self._guard is None:
+            return
+        heap = self._network._heap
         while heap and heap[0][2] is None:
             heapq.heappop(heap)
-        # Nothing can run before the clock moves; move it where the clock would have.
-        wait = self._next_deadline() - trio.current_time()
-        if heap:
-            wait = min(wait, heap[0][0] - trio.current_time())
-        if wait == math.inf:
-            # Nothing anywhere is timed: sleep until an entry is added.
-            self._idle = trio.lowlevel.current_task()
-            await trio.lowlevel.wait_task_rescheduled(self._abort_idle)
-        elif wait > 0:
-            clock.jump(wait)
-
-    def _abort_idle(self, _: Any) -> trio.lowlevel.Abort:
-        self._idle = None
-        return trio.lowlevel.Abort.SUCCEEDED
+        if not heap:
+            return
+        due = heap[0][0]
+        now = self._clock.current_time()
+        try:
+            if due > now:
+                if self._next_deadline() < due:
+                    return
+                self._clock.jump(due - now)
+            self._network._run_due()
+        except BaseException as error:
+            guard, self._guard = self._guard, None
+            trio.lowlevel.reschedule(guard, outcome.Error(error))
 
 
 def _trio_next_deadline() -> Callable[[], float]:

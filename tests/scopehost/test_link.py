@@ -228,3 +228,22 @@ async def test_the_network_reads_trios_deadline_heap_where_it_expects_it() -> No
     )
     with trio.CancelScope(deadline=trio.current_time() + 7):
         assert runner.deadlines.next_deadline() == pytest.approx(trio.current_time() + 7)
+    assert hasattr(runner, "runq"), (
+        "trio moved its run queue (runner.runq); update scopehost._network._Jumper"
+    )
+
+
+async def test_a_timed_entry_that_raises_takes_the_host_down_with_its_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    async def world() -> None:
+        async with open_scope_host(jump_clock=True) as host:
+            host.network.at(trio.current_time() + 0.001, boom)
+            await host.sleep_ms(10)
+
+    with pytest.raises(BaseExceptionGroup) as caught:
+        await world()
+    assert caught.group_contains(RuntimeError, match="^boom$")
