@@ -217,7 +217,8 @@ def _start(draw: Choices, view: View) -> Iterator[Step]:
         "module_id": module_id,
         "job": job,
         "instance": instance,
-        "payload": draw.pick(_PAYLOADS),
+        # Now and then a lone surrogate, which only a JavaScript store can hold (an allowance).
+        "payload": '{"n":"\ud800"}' if draw.rarely(40) else draw.pick(_PAYLOADS),
         "subject_id": draw.pick(_SUBJECTS),
         "status": "running",
         "cursor": None,
@@ -248,7 +249,8 @@ def _claim(draw: Choices, view: View) -> Iterator[Step]:
     now = _now(draw, view, edges=_due_edges(view.run(id)))
     lease_ms = draw.pick(_LEASES)
     if draw.rarely(30):
-        lease_ms = draw.pick((0, -5))  # bad input: both stores must refuse it
+        # Bad input both stores must refuse, and the edge of the longest lease (a year).
+        lease_ms = draw.pick((0, -5, 31_536_000_000, 31_536_000_001))
     yield _step("claim", now, {"id": id, "owner": view.mint_owner(lease_ms), "lease_ms": lease_ms})
 
 

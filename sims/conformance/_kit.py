@@ -39,6 +39,13 @@ _SCOPES: Final = ("a", "b")
 _TABLES: Final = {"tables": True}
 
 
+class _Stop:
+    """What a step returns when an allowance ended the history (see ``Comparison.stop``)."""
+
+
+_STOPPED: Final = _Stop()
+
+
 @attrs.frozen
 class Difference:
     """Where a history first made the two stores disagree."""
@@ -107,7 +114,8 @@ class ConformanceReport:
             out.append(f"  {self.difference.line()}")
             out.append(f"conformance: compared {compared}{seed}")
             assert self.history is not None
-            out.append(f"\nthe shrunk history ({len(self.history)} steps), as a command:\n")
+            steps = _count(len(self.history), "step")
+            out.append(f"\nthe shrunk history ({steps}), as a command:\n")
             out.append(self.command())
             out.append("\nand as a test to paste:\n")
             out.append(self.test_source())
@@ -141,6 +149,15 @@ class _Found(Exception):
     """A history made the stores disagree: Hypothesis shrinks it."""
 
 
+class _Enough(BaseException):
+    """Hypothesis has shrunk for its budget: stop it and keep the smallest history found."""
+
+
+#: Histories Hypothesis may run while shrinking a difference, before the kit keeps the smallest
+#: so far (and then deletes single steps from it itself): a bound on the time a finding costs.
+SHRINK_BUDGET: Final = 150
+
+
 @attrs.define
 class _Lockstep:
     reference: Target
@@ -166,6 +183,8 @@ class _Lockstep:
         for number, step in enumerate(steps, start=1):
             record.append(step)
             difference = self._step(number, step, scopes, view, allowed)
+            if isinstance(difference, _Stop):
+                break
             if difference is not None:
                 return difference, allowed
         return None, allowed
@@ -177,7 +196,7 @@ class _Lockstep:
         scopes: dict[str, str],
         view: View | None,
         allowed: Counter[str],
-    ) -> Difference | None:
+    ) -> Difference | _Stop | None:
         op, scope, now = step["op"], scopes[step["scope"]], step["now"]
 
         def check(what: str, comparison: Comparison) -> Difference | None:
@@ -185,6 +204,8 @@ class _Lockstep:
             if comparison.difference is None:
                 return None
             return Difference(number, op, what, comparison.difference)
+
+        sent = {"wire": WIRE_VERSION, "op": op, "scope": scope, "now": now, "args": step["args"]}
 
         if op == "import_dump":
             source = scopes[step["args"]["dump_of"]]
@@ -213,9 +234,10 @@ class _Lockstep:
             ours, theirs = self._both({**request, "args": step["args"], **_TABLES})
         self.report.operations += 1
         ours_tables, theirs_tables = ours.pop("tables", None), theirs.pop("tables", None)
-        found = check("the replies differ", compare_replies(ours, theirs, strict=self.strict))
-        if found is not None:
-            return found
+        replies = compare_replies(ours, theirs, strict=self.strict, request=sent)
+        found = check("the replies differ", replies)
+        if found is not None or replies.stop:
+            return found or _STOPPED
         found = check(
             f"after it, the tables of scope {step['scope']} differ",
             compare_tables(ours_tables, theirs_tables, strict=self.strict),
@@ -264,6 +286,7 @@ def run_conformance(
     reference = LocalTarget(ReferenceStore(database=database), name="reference")
     lockstep = _Lockstep(reference, opened, strict, report, _prefix())
     found: list[tuple[Difference, list[Step]]] = []
+    first_found = [0]
 
     @settings(
         max_examples=examples,
@@ -278,6 +301,8 @@ def run_conformance(
     @hypothesis_seed(seed)
     @given(moves())
     def history(drawn: list[list[int]]) -> None:
+        if found and report.histories - first_found[0] >= SHRINK_BUDGET:
+            raise _Enough
         report.histories += 1
         record: list[Step] = []
         view = View()
@@ -288,6 +313,8 @@ def run_conformance(
             raise _Abort from error
         report.allowed.update(allowed)
         if difference is not None:
+            if not found:
+                first_found[0] = report.histories
             found.append((difference, record))
             raise _Found(difference.line())
 
@@ -296,11 +323,13 @@ def run_conformance(
         history()
     except TargetFailed as error:
         report.failure = str(error)
-    except _Found:
-        # Hypothesis replays the shrunk history last, so the last one found is the smallest.
-        report.difference, report.history = found[-1]
+    except (_Found, _Enough):
+        # The smallest history that differed (Hypothesis's shrunk one, or the smallest within
+        # the budget), then single steps deleted while it still differs.
+        smallest = min(found, key=lambda pair: len(pair[1]))
+        report.difference, report.history = smallest
         try:
-            report.difference, report.history = _trim(lockstep, *found[-1])
+            report.difference, report.history = _trim(lockstep, *smallest)
         except TargetFailed as error:
             report.failure = str(error)
     except _Abort:
