@@ -50,6 +50,8 @@ from ._world import WALK_MODULE, DriveSpec, World
 
 #: The scopes of the swarm: two driven by the cron and the alarm, one by the slow drive alone.
 SWARM_SCOPES = ("scope-1", "scope-2", "scope-3")
+#: The swarm's drives: the cron and the alarm, and the slow drive some seeds add.
+SWARM_DRIVES = ("cron", "alarm", "slow")
 #: The job of the chores, and the job no drive registers until the end.
 CHORE_JOB = "chore"
 ORPHAN_JOB = "orphan"
