@@ -245,7 +245,13 @@ class SimDrive:
 
 
 class World:
-    """Built by :func:`sims.run_world`; a scenario drives it."""
+    """One simulated world, built from a seed and a :class:`WorldSetup`; a scenario drives it.
+
+    A scenario adds drives (:meth:`add_drive`) and its jobs (:meth:`add_job`), starts runs
+    (:meth:`start`), drives scopes on a schedule (:meth:`every`) or once (:meth:`tick`), and
+    waits for the runs to end (:meth:`settle`). Everything it does is in the trace; the faults of
+    the plan strike by themselves. ``rng(name)`` is a random stream of the seed, for a scenario
+    that draws its own choices."""
 
     def __init__(
         self,
