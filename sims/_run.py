@@ -29,16 +29,10 @@ from scopehost import (
 
 from ._checks import CheckReport, TraceChecker
 from ._faults import NO_FAULTS, FaultPlan, StoreClockFault, UpstreamFailure
+from ._scheduling import seed_scheduler
 from ._trace import Trace
 from ._upstream import Upstream
 from ._world import World
-
-
-def seed_scheduler(seed: int) -> None:
-    """Make Trio's scheduler a function of ``seed`` (design.md §5): deterministic batches, shuffled
-    by a random source seeded here, before each ``trio.run``."""
-    trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
-    trio._core._run._r.seed(seed)
 
 
 @attrs.frozen(kw_only=True)
