@@ -18,14 +18,16 @@ Theory of operation
    ``store.miss`` releases it and counts it (or fails the run at the tenth), and the drive reports
    and logs a warning. No handler ran, so it is ``superseded``, never an attempt.
 5. **BEGIN is the commitment.** If and only if BEGIN wrote, the handler runs (``run_job_pass``);
-   the drive never second-guesses BEGIN's reply, however late it came ("whatever the drive does
-   after an acknowledged write, the acknowledgement can arrive late").
+   the drive never second-guesses BEGIN's reply, however late it came: whatever it did after an
+   acknowledged write, that acknowledgement could arrive late too (docs/protocol.md, "BEGIN, the
+   commitment point").
 6. **Containment.** Any exception while driving one run (a transport error, an evicted scope) is
    that run's entry in ``errors``; the drive goes on with the next run.
 
-Counting (the spec's ``JobDriveReport``): ``attempted`` counts each run whose first pass this call
-BEGAN, so its handler ran (a lost claim, an admission miss and a takeover that found the run's
-attempts spent ran no handler, so none is attempted); ``advanced`` counts committed passes;
+Counting (``JobDriveReport``, tabled in docs/protocol.md, "Reading runs"): ``attempted`` counts
+each run whose first pass this call BEGAN, so its handler ran (a lost claim, an admission miss and
+a takeover that found the run's attempts spent ran no handler, so none is attempted); ``advanced``
+counts committed passes;
 ``completed``, ``retrying``, ``failed``, ``deferred`` and ``superseded`` count pass outcomes. An
 admission miss is ``superseded`` — except the one that fails the run (the tenth), which is
 ``failed``. Every run this call left ``retrying`` or ``failed`` (a pass's outcome, the tenth miss,

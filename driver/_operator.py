@@ -77,10 +77,10 @@ def job_run_of(row: JobRunRow) -> JobRun:
     """The operator's record of ``row``, decoded tolerantly, column by column.
 
     A JSON column that will not decode comes back empty (payload None, cursor None, counters {})
-    — the spec's "the undecodable columns come back empty" — while the columns that did decode
-    keep their values: a bad ``counters`` does not blank a good cursor. ``decode_error`` names
-    each failing column and says why, in column order (payload, cursor, counters), joined by
-    ``"; "``; None when every column decoded.
+    ("the undecodable columns come back empty", docs/protocol.md, "Reading runs") while the
+    columns that did decode keep their values: a bad ``counters`` does not blank a good cursor.
+    ``decode_error`` names each failing column and says why, in column order (payload, cursor,
+    counters), joined by ``"; "``; None when every column decoded.
     """
     decoded, problems = _decode_each(row)
     decode_error = "; ".join(problems) if problems else None
