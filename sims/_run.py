@@ -46,6 +46,8 @@ class WorldSetup:
     trace: bool = True
     directory: Path | None = None
     database: DatabaseFactory = ScopeDatabase
+    #: Called with every event as it happens, kept or not (a progress line, a live check).
+    listeners: tuple[Callable[[dict[str, Any]], None], ...] = ()
 
 
 @attrs.frozen
@@ -95,7 +97,7 @@ async def _main(
     meta: dict[str, Any],
 ) -> WorldOutcome:
     checker = TraceChecker()
-    trace = Trace(enabled=setup.trace, listeners=[checker.observe])
+    trace = Trace(enabled=setup.trace, listeners=[checker.observe, *setup.listeners])
     trace.record("world.begin", {"seed": seed, "plan": repr(setup.plan), **meta})
     upstream = Upstream(setup.objects, _failing_calls(setup.plan))
 
