@@ -41,14 +41,8 @@ from ._faults import (
     plan_from_text,
 )
 from ._mutants import MUTANTS
-<<<<<<< HEAD
-from ._outcome import Facts, Simulation
-from ._run import WorldOutcome, WorldSetup, run_world
-from ._scenarios import SCENARIOS, Scenario, scenario
-from ._scheduling import seed_scheduler
-=======
 from ._outcome import Facts, Simulation, replay_command
-from ._run import WorldOutcome, WorldSetup, run_world, seed_scheduler
+from ._run import WorldOutcome, WorldSetup, run_world
 from ._scenarios import (
     SCENARIOS,
     Expectation,
@@ -59,7 +53,7 @@ from ._scenarios import (
     load_file,
     scenario,
 )
->>>>>>> main
+from ._scheduling import seed_scheduler
 from ._simulate import scenario_names, simulate
 from ._story import story_lines
 from ._sweep import SeedSummary, SweepReport, parse_seeds, sweep
