@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ._checks import check_trace
+from ._conformance_cli import add_conformance_command, conformance_command
 from ._explore import explore_plans
 from ._faults import FaultPlan, plan_from_text
 from ._mutants import MUTANTS
@@ -159,7 +160,14 @@ def _add_explore(commands: Any) -> None:
     )
 
 
-_ADDERS: list[Callable[[Any], None]] = [_add_list, _add_run, _add_sweep, _add_replay, _add_explore]
+_ADDERS: list[Callable[[Any], None]] = [
+    _add_list,
+    _add_run,
+    _add_sweep,
+    _add_replay,
+    _add_explore,
+    add_conformance_command,
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -486,4 +494,5 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "sweep": _sweep,
     "replay": _replay,
     "explore": _explore,
+    "conformance": conformance_command,
 }
