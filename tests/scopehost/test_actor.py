@@ -50,6 +50,7 @@ async def test_eviction_fails_queued_calls_and_keeps_committed_rows(
     actor.submit(committed)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(actor.serve)
+        assert committed.done is not None
         await committed.done.wait()
         # Two calls wait in the queue when the abort comes: neither may run.
         queued = [Message("start_or_join", (row.key, row)) for row in (second, third)]

@@ -14,6 +14,7 @@ import pytest
 
 from sims import MUTANTS, SCENARIOS, Trace, find_scenario, plan_from_text
 from sims._cli import _RunProgress, main
+from sims._faults import FAULT_KINDS
 from sims._sweep import summarise
 
 
@@ -208,6 +209,8 @@ def test_help_explains_checks_mutants_and_plans_and_points_at_the_docs(
         assert words in out
     for mutant in MUTANTS:
         assert f"  {mutant} " in out
+    for kind in FAULT_KINDS:
+        assert f"  {kind.__name__} " in out
 
 
 # -- ordinary mistakes: one line on stderr, exit 2, before anything runs --------------------------
