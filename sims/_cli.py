@@ -295,7 +295,19 @@ def _run(arguments: argparse.Namespace) -> int:
     if trace_path:
         trace.write(trace_path)
     if timeline_path:
-        write_timeline(trace, timeline_path, title=_title(simulation))
+        write_timeline(
+            trace,
+            timeline_path,
+            title=_title(simulation),
+            report=simulation.report,
+            # A replaced plan is not held to what the scenario documents.
+            mismatches=simulation.mismatches if plan is None else None,
+            replay=simulation.replay_command,
+            plan=simulation.outcome.setup.plan,
+            plan_replaced=plan is not None,
+            mutant=simulation.mutant,
+            summary=scenario.summary,
+        )
     _tell(simulation, scenario, story_limit=arguments.story_lines)
     if trace_path:
         print(

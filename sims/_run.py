@@ -19,7 +19,6 @@ import trio.testing
 
 from driver import JobRun
 from scopehost import (
-    DIRECT_LINK,
     DatabaseFactory,
     ScopeDatabase,
     StoreClock,
@@ -30,16 +29,10 @@ from scopehost import (
 from ._checks import CheckReport, TraceChecker
 from ._faults import NO_FAULTS, Fault, FaultPlan, StoreClockFault, UpstreamFailure
 from ._plan_check import check_plan
+from ._scheduling import seed_scheduler
 from ._trace import Trace
 from ._upstream import Upstream
 from ._world import World
-
-
-def seed_scheduler(seed: int) -> None:
-    """Make Trio's scheduler a function of ``seed`` (README, "The simulator"): deterministic
-    batches, shuffled by a random source seeded here, before each ``trio.run``."""
-    trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
-    trio._core._run._r.seed(seed)
 
 
 @attrs.frozen(kw_only=True)
@@ -113,17 +106,16 @@ async def _main(
     trace.record("world.begin", {"seed": seed, "plan": repr(setup.plan), **meta})
     upstream = Upstream(setup.objects, _failing_calls(setup.plan))
 
-    def observe_rpc(event: str, fields: dict[str, Any]) -> None:
-        # The world's own reads (over the host's direct link) are not part of what is simulated.
-        if fields.get("link") != DIRECT_LINK:
-            trace.record(event, fields)
-
     async with open_scope_host(
         setup.directory,
         clock=_store_clock(setup.plan),
-        observer=observe_rpc,
+        observer=trace.record,
+        # The world's own reads (over the host's direct link) are not part of what is simulated.
+        observe_direct=False,
         rng=random.Random(f"{seed}/host"),
         database=setup.database,
+        # The world is the whole run and nothing in it waits for all tasks to block.
+        jump_clock=True,
     ) as host:
         async with trio.open_nursery() as nursery:
             world = World(

@@ -136,14 +136,29 @@ class SimDrive:
         self._reached: Counter[str] = Counter()
         self._work: trio.CancelScope | None = None
         self.down_until_ms = -math.inf
-        self.link.add_request_hook(self._on_request)
-        self.link.add_reply_hook(self._on_reply)
+        # A leg with nothing planned for it is carried without waking this drive (``wants``).
+        self.link.add_request_hook(self._on_request, wants=self._request_wanted)
+        self.link.add_reply_hook(self._on_reply, wants=self._reply_wanted)
 
     # -- faults on the wire ---------------------------------------------------------------------
 
-    async def _on_request(self, call: LinkCall) -> RequestVerdict:
+    def _request_wanted(self, call: LinkCall) -> bool:
         self._calls[call.operation] += 1
         nth = self._call_index[call.seq] = self._calls[call.operation]
+        return (call.operation, "request", nth) in self._leg_plan or (
+            call.operation,
+            nth,
+        ) in self._late_plan
+
+    def _reply_wanted(self, call: LinkCall, outcome: LinkOutcome) -> bool:
+        nth = self._call_index.pop(call.seq, 0)
+        if (call.operation, "reply", nth) not in self._leg_plan:
+            return False
+        self._call_index[call.seq] = nth
+        return True
+
+    async def _on_request(self, call: LinkCall) -> RequestVerdict:
+        nth = self._call_index.get(call.seq, 0)
         verdict: RequestVerdict = await self._apply(call, "request")
         late = self._late_plan.get((call.operation, nth)) if self._late_plan else None
         if verdict is None and late is not None:
