@@ -66,6 +66,8 @@ class Swarm:
     chore_retry: RetryPolicy
     chores: tuple[dict[str, Any], ...]
     limits: tuple[int | None, int | None]
+    #: Passes per run in one drive call, for the cron and the alarm.
+    passes: tuple[int, int]
     orphans: int
     hold_door: tuple[str, float, float] | None
     starts: bool
@@ -118,6 +120,8 @@ def _chore(rng: random.Random, job: RetryPolicy, index: int) -> dict[str, Any]:
         "reuse": rng.random() < 0.3,
         "catch_reuse": rng.random() < 0.5,
         "throws": rng.choice((0, 0, 1, 2, 5)),
+        # Once, a cursor that is not queue-safe: the pass is refused it and fails.
+        "bad_cursor": rng.random() < 0.3,
     }
 
 
@@ -136,6 +140,7 @@ def draw_swarm(rng: random.Random) -> Swarm:
         chore_retry=chore_retry,
         chores=chores,
         limits=limits,
+        passes=(rng.choice((1, 1, 3)), rng.choice((1, 1, 3))),
         orphans=rng.randint(1, 3) if on(0.4) else 0,
         hold_door=(
             (rng.choice(SWARM_SCOPES[:2]), rng.uniform(0, 3_000), rng.uniform(100, 5_000))
@@ -177,13 +182,13 @@ def edge_faults(
                 ms=rng.choice((margin_ms + 1, lease_ms + 250.0, lease_ms * 2.0, lease_ms * 3.0)),
             )
         )
-    if rng.random() < 0.25:  # a pass stops longer than its lease: taken over, it learns at a step
+    if rng.random() < 0.3:  # a pass stops past its lease: taken over, it learns at its next write
         faults.append(
             PauseDrive(
                 drive=rng.choice(drives),
                 nth=rng.randint(1, 3),
                 ms=rng.choice((lease_ms * 1.5, lease_ms * 2.5)),
-                where=rng.choice(("before-step", "after-effect")),
+                where=rng.choice(("before-step", "after-effect", "before-outcome")),
             )
         )
     if rng.random() < 0.3:  # a stale owner's write arrives during a later pass
@@ -209,6 +214,7 @@ class SwarmWorld:
         self.failures: Counter[tuple[str, str]] = Counter()
         self.thrown: Counter[str] = Counter()
         self.reused: set[str] = set()
+        self.bad_cursor: set[str] = set()
         #: The run each pass holds, by scope, followed from the trace (see ``_follow``).
         self.leases: dict[str, dict[str, str]] = {scope: {} for scope in SWARM_SCOPES}
         self.scope_of: dict[str, str] = {}
@@ -242,6 +248,9 @@ class SwarmWorld:
             self.thrown[run_id] += 1
             raise RuntimeError(f"chore {plan['index']} throws ({self.thrown[run_id]})")
         last = done + 1 >= plan["passes"]
+        if plan.get("bad_cursor") and run_id not in self.bad_cursor:
+            self.bad_cursor.add(run_id)
+            return JobPassResult(cursor={"pass": math.inf}, done=last)
         if plan["omit_cursor"]:
             return JobPassResult(done=last)
         return JobPassResult(cursor={"pass": done + 1}, done=last)
@@ -349,6 +358,7 @@ class SwarmWorld:
                 every_ms=1_000,
                 first_ms=first + rng.uniform(0, 1_000),
                 limit=self.swarm.limits[0],
+                max_passes=self.swarm.passes[0],
                 stop=stop,
             )
             self._tick(
@@ -357,6 +367,7 @@ class SwarmWorld:
                 every_ms=700,
                 first_ms=first + rng.uniform(0, 1_500),
                 limit=self.swarm.limits[1],
+                max_passes=self.swarm.passes[1],
                 stop=stop,
             )
         await self._settle(SWARM_SCOPES[:2], except_job=except_job)
@@ -371,6 +382,7 @@ class SwarmWorld:
         first_ms: float,
         limit: int | None,
         stop: trio.Event,
+        max_passes: int = 1,
     ) -> None:
         world = self.world
 
@@ -380,7 +392,7 @@ class SwarmWorld:
                 await world.sleep_until_ms(at)
                 if stop.is_set():
                     return
-                report = await world.drives[drive].tick(scope, limit=limit)
+                report = await world.drives[drive].tick(scope, max_passes=max_passes, limit=limit)
                 # An alarm that found nothing to do while no pass holds a lease there sets itself
                 # further out, up to 16 times its cadence: a deferral's minute or a backoff costs
                 # a few ticks, not a hundred. While a lease is held it keeps its cadence, ready
