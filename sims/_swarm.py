@@ -84,6 +84,8 @@ class Swarm:
     slow_drive: bool
     #: Once every run has ended, a key is started again: a new run, never a join of the old.
     restart: bool
+    #: Operator reads through a drive, mid-world and at the end, with limits at the clamp's edges.
+    reads: tuple[JobRunFilter, ...]
 
 
 def _policy(rng: random.Random, max_attempts: int) -> RetryPolicy:
@@ -132,6 +134,20 @@ def _chore(rng: random.Random, job: RetryPolicy, index: int) -> dict[str, Any]:
     }
 
 
+def _read(rng: random.Random) -> JobRunFilter:
+    """An operator's filter: a limit at the edges of the clamp, and maybe a narrowing field."""
+    limit = rng.choice((None, -1, 0, 1, 2, 2.7, 501, 10_000, math.inf, math.nan))
+    narrowing: dict[str, Any] = rng.choice(
+        (
+            {},
+            {"status": rng.choice(("running", "done", "failed"))},
+            {"instance": rng.choice(("a", "b", "c"))},
+            {"module_id": WALK_MODULE, "job": rng.choice(("walk", CHORE_JOB, ORPHAN_JOB))},
+        )
+    )
+    return JobRunFilter(limit=limit, **narrowing)
+
+
 def draw_swarm(rng: random.Random) -> Swarm:
     """One seed's subset of features (each on about half the time) and their numbers."""
 
@@ -162,6 +178,7 @@ def draw_swarm(rng: random.Random) -> Swarm:
         restore=on(0.3),
         slow_drive=on(0.15),
         restart=on(0.4),
+        reads=tuple(_read(rng) for _ in range(rng.randint(1, 3))) if on(0.4) else (),
     )
 
 
@@ -330,6 +347,8 @@ class SwarmWorld:
             await self.start("alarm", "scope-1", "walk", "a", walk, SUBJECTS[0])  # joins
             await self.start("alarm", "scope-1", "walk", "a", walk, "subject-9")  # refused
             await self.start("cron", "scope-2", "walk", "d", {"objects": math.nan}, None)
+        if swarm.reads:
+            world.nursery.start_soon(self._read_at, rng.uniform(0, 3_000))
         if swarm.hold_door is not None:
             world.nursery.start_soon(self._hold_door, *swarm.hold_door)
         if swarm.erase_mid_ms is not None:
@@ -360,6 +379,8 @@ class SwarmWorld:
             await self._copy_at(world.now_ms(), "scope-1", "scope-1")
         if swarm.erase_after:
             await self._erase_at(world.now_ms(), SUBJECTS[1])
+        if swarm.reads:
+            await self._read_at(world.now_ms())
 
     async def _drive_until_quiet(self, rng: random.Random, *, except_job: str | None) -> None:
         """The cron (every 1 s) and the alarm (every 0.7 s; each less often while idle) tick both
@@ -457,6 +478,20 @@ class SwarmWorld:
                     break
             else:
                 return
+
+    async def _read_at(self, at_ms: float) -> None:
+        """An operator reads the runs through the alarm's wire (traced, so the checks see the
+        filter and the rows it got)."""
+        world = self.world
+        await world.sleep_until_ms(at_ms)
+        for index, read in enumerate(self.swarm.reads):
+            scope = SWARM_SCOPES[index % 2]
+            try:
+                runs = await world.drives["alarm"].driver.job_runs(scope, read)
+            except Exception as err:  # a lost leg, an evicted scope: an operator just retries
+                world.note(f"an operator's read of {scope} failed: {type(err).__name__}")
+                continue
+            world.note(f"an operator reads {len(runs)} run(s) of {scope} with {read!r}")
 
     async def _hold_door(self, scope: str, at_ms: float, for_ms: float) -> None:
         world = self.world
