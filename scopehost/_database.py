@@ -46,7 +46,7 @@ from driver import (
     parse_iso_ms,
 )
 
-from ._dump import JobRunDump, JobStepDumpRow, export_rows, import_rows
+from ._dump import JobRunDump, JobStepDumpRow, export_rows, import_rows, validate_dump
 from ._erasure import shred_subject_rows
 from ._errors import ScopeFileGone
 from ._operations import ModuleOperation, merge_operations
@@ -489,8 +489,9 @@ class ScopeDatabase:
             return export_rows(self._conn, self._scope_id)
 
     def import_dump(self, dump: JobRunDump, source_scope_id: str, *, now: str) -> int:
-        """Replay ``dump`` verbatim; from another scope, its running runs are failed as not
-        carried. Returns the number of runs imported."""
+        """Restore ``dump`` into the scope it came from (the job tables replaced by its rows), or
+        copy it into another (rows added, running runs failed as not carried, a clashing id a
+        ``Conflict``); every row validated first (see ``_dump``). Returns the runs imported."""
         _time_ms(now, "now")
         if not isinstance(dump, JobRunDump):
             raise ValidationFailed.at(
@@ -504,10 +505,9 @@ class ScopeDatabase:
                 f"is {source_scope_id!r} but the dump was exported from scope "
                 f"{dump.scope_id!r}; pass the scope the dump came from",
             )
+        validate_dump(dump)
         with self._tx:
-            return import_rows(
-                self._conn, dump, scope_id=self._scope_id, source_scope_id=source_scope_id, now=now
-            )
+            return import_rows(self._conn, dump, scope_id=self._scope_id, now=now)
 
     def invoke(self, operation: str, args: Mapping[str, Any], *, now: str) -> Any:
         """Run the module operation named ``operation`` inside one transaction."""
