@@ -20,8 +20,6 @@ from sims._timeline import build_timeline, render_html
 
 from .chromium import Browser, Tab, chromium_path, png_pixels
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
