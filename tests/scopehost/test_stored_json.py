@@ -3,6 +3,8 @@ path, with nothing written; text that is not JSON at all travels verbatim."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 
@@ -114,7 +116,8 @@ def test_a_patch_refuses_by_path_and_writes_nothing(
     started(db)
     claimed_and_begun(db)
     before = read(db)
-    patch = attrs.evolve(advanced_patch(), **{column: text})
+    changes: dict[str, Any] = {column: text}
+    patch = attrs.evolve(advanced_patch(), **changes)
     with pytest.raises(ValidationFailed) as caught:
         getattr(db, door)("run-1", patch, "owner-1", now=at(1))
     assert [(e.path, e.message) for e in caught.value.errors] == [(f"patch.{column}", message)]
@@ -141,7 +144,7 @@ def test_record_step_refuses_a_result_by_path_and_writes_nothing() -> None:
     ],
 )
 def test_an_import_refuses_the_row_by_path_and_writes_nothing(
-    bad: dict[str, str], path: str, message: str
+    bad: dict[str, Any], path: str, message: str
 ) -> None:
     source = open_db()
     started(source)
