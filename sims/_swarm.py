@@ -373,8 +373,9 @@ class SwarmWorld:
             world.note("a walk whose run has ended is started again")
             await self.start("cron", "scope-1", "walk", "b", {"objects": 2, "chunk": 2}, None)
             await self._drive_until_quiet(rng, except_job=None)
-        await self._settle(SWARM_SCOPES[2:], except_job=None)
-        slow.set()
+        if swarm.slow_drive:
+            await self._settle(SWARM_SCOPES[2:], except_job=None)
+            slow.set()
         if swarm.restore:
             await self._copy_at(world.now_ms(), "scope-1", "scope-1")
         if swarm.erase_after:
