@@ -318,3 +318,17 @@ def test_a_run_reached_several_ways_counts_once() -> None:
     record(db, "run-1", "b", dumps(envelope()))
 
     assert db.shred_subject("person-7", now=ERASED_AT) == 1
+
+
+def test_a_step_result_too_deep_to_read_is_shredded_as_a_precaution() -> None:
+    db = open_db()
+    started(db, "other", subject_id="person-9", payload='{"source":"crm"}')
+    # No door lets this text in; a database from before that rule may hold it.
+    record(db, "other", "a", "[" * 5_000 + "]" * 5_000)
+    record(db, "other", "b", '"kept"')
+
+    assert db.shred_subject("person-7", now=ERASED_AT) == 1
+
+    assert read(db, "other").payload == '{"source":"crm"}'
+    assert [(s.step, s.result) for s in steps(db, "other")] == [("a", TOMBSTONE), ("b", '"kept"')]
+    assert db.shred_subject("person-7", now=ERASED_AT) == 0
