@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import os
 import sqlite3
 from collections.abc import Mapping
 from types import TracebackType
@@ -27,6 +28,7 @@ import attrs
 
 from driver import (
     JOB_LEASE_EXPIRED_NOTE,
+    JOB_LEASE_MAX_MS,
     JOB_RUN_STATUSES,
     JobDueKey,
     JobMiss,
@@ -46,6 +48,7 @@ from driver import (
 
 from ._dump import JobRunDump, JobStepDumpRow, export_rows, import_rows
 from ._erasure import shred_subject_rows
+from ._errors import ScopeFileGone
 from ._operations import ModuleOperation, merge_operations
 from ._schema import RUNS_TABLE, STEPS_TABLE, ensure_schema
 from ._sql import (
@@ -129,9 +132,12 @@ def _check_whole(value: object, path: str, *, minimum: int, remedy: str) -> None
 
 
 def _check_lease_ms(lease_ms: object) -> None:
-    _check_whole(
-        lease_ms, "lease_ms", minimum=1, remedy="a lease is a whole number of milliseconds above 0"
-    )
+    if type(lease_ms) is not int or not 1 <= lease_ms <= JOB_LEASE_MAX_MS:
+        raise ValidationFailed.at(
+            "lease_ms",
+            f"is {lease_ms!r}; a lease is a whole number of milliseconds from 1 to "
+            f"{JOB_LEASE_MAX_MS} (a year), which keeps its expiry a time the store can write",
+        )
 
 
 def _check_text(value: object, path: str, *, nullable: bool, remedy: str) -> None:
@@ -156,15 +162,59 @@ def _check_patch(patch: JobRunPatch) -> None:
     )
 
 
+class _FileWatch:
+    """The scope's database file as it was opened, checked before each operation.
+
+    SQLite keeps writing into a file deleted under an open connection (on POSIX the inode lives
+    on), and every commit after that is lost the moment the connection closes. So each operation
+    first checks that the path still names the file that was opened (same device and inode), and
+    refuses to run otherwise.
+    """
+
+    __slots__ = ("_identity", "_path", "_scope_id")
+
+    def __init__(self, path: str, scope_id: str) -> None:
+        self._path = path
+        self._scope_id = scope_id
+        self._identity = self._stat()
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            found = os.stat(self._path)
+        except FileNotFoundError:
+            return None
+        return found.st_dev, found.st_ino
+
+    def check(self) -> None:
+        if self._identity is not None and self._stat() == self._identity:
+            return
+        raise ScopeFileGone(
+            f"scope {self._scope_id!r}: its database file {self._path} was deleted or replaced "
+            "while the scope had it open; nothing was written — restore the file, or evict the "
+            "scope to start over on whatever the path now holds"
+        )
+
+
+def _file_watch(conn: sqlite3.Connection, scope_id: str) -> _FileWatch | None:
+    """A watch on the main database's file, or None for an in-memory database (no file)."""
+    for _, name, path in conn.execute("PRAGMA database_list"):
+        if name == "main" and path:
+            return _FileWatch(str(path), scope_id)
+    return None
+
+
 class _Transaction:
     """``BEGIN IMMEDIATE`` on entry; ``COMMIT`` on a clean exit, ``ROLLBACK`` on any other."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "_watch")
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, watch: _FileWatch | None) -> None:
         self._conn = conn
+        self._watch = watch
 
     def __enter__(self) -> None:
+        if self._watch is not None:
+            self._watch.check()
         self._conn.execute("BEGIN IMMEDIATE")
 
     def __exit__(
@@ -220,7 +270,7 @@ class ScopeDatabase:
         self._conn = conn
         conn.row_factory = sqlite3.Row
         self._added_columns = ensure_schema(conn)
-        self._tx = _Transaction(conn)
+        self._tx = _Transaction(conn, _file_watch(conn, scope_id))
 
     @property
     def scope_id(self) -> str:

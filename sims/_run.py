@@ -27,17 +27,12 @@ from scopehost import (
 )
 
 from ._checks import CheckReport, TraceChecker
-from ._faults import NO_FAULTS, FaultPlan, StoreClockFault, UpstreamFailure
+from ._faults import NO_FAULTS, Fault, FaultPlan, StoreClockFault, UpstreamFailure
+from ._plan_check import check_plan
+from ._scheduling import seed_scheduler
 from ._trace import Trace
 from ._upstream import Upstream
 from ._world import World
-
-
-def seed_scheduler(seed: int) -> None:
-    """Make Trio's scheduler a function of ``seed`` (README, "The simulator"): deterministic
-    batches, shuffled by a random source seeded here, before each ``trio.run``."""
-    trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
-    trio._core._run._r.seed(seed)
 
 
 @attrs.frozen(kw_only=True)
@@ -45,6 +40,8 @@ class WorldSetup:
     """What a world is made of before its scenario drives it."""
 
     scopes: tuple[str, ...] = ("scope-1",)
+    #: The drives the world may add; a fault plan is checked against these names.
+    drives: tuple[str, ...] = ("cron", "alarm")
     lease_ms: int = 1_000
     objects: int = 10
     plan: FaultPlan = NO_FAULTS
@@ -66,6 +63,8 @@ class WorldOutcome:
     effects: dict[str, Counter[str]]
     fetched: Counter[int]
     report: CheckReport
+    #: The plan's faults that never struck, in plan order.
+    unfired: tuple[Fault, ...] = ()
 
 
 def run_world(
@@ -78,6 +77,7 @@ def run_world(
 ) -> WorldOutcome:
     """Build a world from ``seed`` and ``setup``, let ``drive`` run it, and collect the outcome,
     checked live against the spec's invariants (``settles``: every run must have ended)."""
+    check_plan(setup.plan, drives=setup.drives, scopes=setup.scopes)
     seed_scheduler(seed)
     # Time moves only when the host's network jumps it (jump_clock=True below).
     clock = VirtualClock()
@@ -127,18 +127,34 @@ async def _main(
                 nursery=nursery,
                 lease_ms=setup.lease_ms,
                 upstream=upstream,
+                drive_names=setup.drives,
             )
             world.schedule_faults()
             await drive(world)
             nursery.cancel_scope.cancel()
         runs = {scope: await world.runs(scope) for scope in setup.scopes}
         effects = {scope: await world.effects(scope) for scope in setup.scopes}
+        unfired = _unfired(setup.plan, world.fired, upstream.refused)
+        if unfired:
+            trace.record("world.unfired", {"faults": [repr(fault) for fault in unfired]})
         trace.record(
             "world.end",
             {"runs": {scope: describe(rows) for scope, rows in runs.items()}},
         )
     report = checker.report(settles=settles)
-    return WorldOutcome(seed, setup, trace, runs, effects, upstream.fetched, report)
+    return WorldOutcome(seed, setup, trace, runs, effects, upstream.fetched, report, unfired)
+
+
+def _unfired(
+    plan: FaultPlan, fired: set[Fault], refused: set[tuple[str, int]]
+) -> tuple[Fault, ...]:
+    def struck(fault: Fault) -> bool:
+        if isinstance(fault, UpstreamFailure):
+            calls = range(fault.first, fault.first + fault.count)
+            return any((fault.what, n) in refused for n in calls)
+        return fault in fired
+
+    return tuple(fault for fault in plan.faults if not struck(fault))
 
 
 def _failing_calls(plan: FaultPlan) -> frozenset[tuple[str, int]]:

@@ -84,7 +84,7 @@ async def test_an_abandoned_request_is_delivered_late_and_its_write_lands(
     def observer(event: str, fields: dict[str, object]) -> None:
         seen.append((event, trio.current_time(), str(fields.get("leg", ""))))
 
-    async with open_scope_host(observer=observer) as host:
+    async with open_scope_host(clock=StoreClock(), observer=observer) as host:
 
         async def abandon_starts(call: LinkCall) -> RequestVerdict:
             return DeliverLate(500) if call.operation == "start_or_join" else None
