@@ -46,9 +46,6 @@ _PAYLOADS: Final = (
     '{"who":{"subjectId":"s2","piiClass":"none"}}',
     '[{"subjectId":"s2","piiClass":"name","n":"Ann"}]',
     "not json",
-    # JSON but for NaN, and an envelope deeper than Python's parser goes: both stores refuse both.
-    '{"x":NaN,"who":{"subjectId":"s1","piiClass":"email"}}',
-    "[" * 1_500 + '{"subjectId":"s1","piiClass":"email"}' + "]" * 1_500,
 )
 _SUBJECTS: Final = (None, None, "s1", "s2")
 #: Leases whose quarter is whole (1000), a quarter (1001), a half (1002) and three quarters (1003)
