@@ -20,6 +20,7 @@ import attrs
 
 from driver import JOB_ERASED_FINISHED_NOTE, JOB_ERASED_RUNNING_NOTE, iso_from_ms, parse_iso_ms
 
+from ._oracle import Oracle
 from ._trace import Trace
 
 Verdict = Literal["violation", "explained"]
@@ -43,6 +44,8 @@ class Finding:
 @attrs.frozen
 class CheckReport:
     findings: tuple[Finding, ...]
+    #: The coverage probes the world hit, by name, with how often (``sims._probes``).
+    probes: tuple[tuple[str, int], ...] = ()
 
     @property
     def violations(self) -> tuple[Finding, ...]:
@@ -116,13 +119,16 @@ class TraceChecker:
         self.begin_calls: dict[tuple[str, int], _Pass] = {}
         # Only the send leg carries the arguments; the exec leg is matched to it by (link, seq).
         self.sent: dict[tuple[str, int], Any] = {}
+        #: The executable model of the spec, checking every store reply and kernel decision.
+        self.oracle = Oracle(self.violation)
 
     def violation(self, check: str, run: str | None, t: float, text: str) -> None:
         self.findings.append(Finding(check, "violation", run, t, text))
 
     def report(self, *, settles: bool) -> CheckReport:
         self.conclude(settles=settles)
-        return CheckReport(tuple(self.findings))
+        self.oracle.conclude([f.text for f in self.findings if f.check == "double-run"])
+        return CheckReport(tuple(self.findings), self.oracle.probe_counts())
 
     def explained(self, check: str, run: str | None, t: float, text: str) -> None:
         self.findings.append(Finding(check, "explained", run, t, text))
@@ -135,6 +141,7 @@ class TraceChecker:
 
     def observe(self, event: dict[str, Any]) -> None:
         """Take one event, in trace order (usable live, as a trace listener)."""
+        self.oracle.observe(event)
         name = event["ev"]
         if name == "rpc.exec" and "result" in event:
             args = self.sent.pop((event["link"], event["seq"]), [])

@@ -27,6 +27,7 @@ from scopehost import (
     open_scope_host,
 )
 
+from ._ablation import ablated
 from ._checks import CheckReport, TraceChecker
 from ._faults import NO_FAULTS, FaultPlan, StoreClockFault, UpstreamFailure
 from ._trace import Trace
@@ -79,9 +80,11 @@ def run_world(
     checked live against the spec's invariants (``settles``: every run must have ended)."""
     seed_scheduler(seed)
     clock = trio.testing.MockClock(autojump_threshold=0)
-    result: WorldOutcome = trio.run(
-        partial(_main, seed, setup, drive, settles, meta or {}), clock=clock
-    )
+    # A mutant made of source ablations breaks the real code for this world only.
+    with ablated(*getattr(setup.database, "ablations", ())):
+        result: WorldOutcome = trio.run(
+            partial(_main, seed, setup, drive, settles, meta or {}), clock=clock
+        )
     return result
 
 
@@ -106,8 +109,9 @@ async def _main(
     upstream = Upstream(setup.objects, _failing_calls(setup.plan))
 
     def observe_rpc(event: str, fields: dict[str, Any]) -> None:
-        # The world's own reads (over the host's direct link) are not part of what is simulated.
-        if fields.get("link") != DIRECT_LINK:
+        # The world's own reads (over the host's direct link) are not part of what is simulated;
+        # its writes (an erasure, an import, a start) are, and the oracle follows them.
+        if fields.get("link") != DIRECT_LINK or fields.get("op") not in _WORLD_READS:
             trace.record(event, fields)
 
     async with open_scope_host(
@@ -130,6 +134,8 @@ async def _main(
             world.schedule_faults()
             await drive(world)
             nursery.cancel_scope.cancel()
+        for scope in setup.scopes:
+            await world.sync(scope)
         runs = {scope: await world.runs(scope) for scope in setup.scopes}
         effects = {scope: await world.effects(scope) for scope in setup.scopes}
         trace.record(
@@ -138,6 +144,10 @@ async def _main(
         )
     report = checker.report(settles=settles)
     return WorldOutcome(seed, setup, trace, runs, effects, upstream.fetched, report)
+
+
+#: What a world reads over the host's direct link to look at itself, never simulated work.
+_WORLD_READS = frozenset({"list", "export_dump", "invoke", "due_keys"})
 
 
 def _failing_calls(plan: FaultPlan) -> frozenset[tuple[str, int]]:

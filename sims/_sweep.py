@@ -18,6 +18,7 @@ from typing import TextIO
 import attrs
 
 from ._mutants import MUTANTS
+from ._probes import probe_lines
 from ._simulate import simulate
 
 
@@ -30,6 +31,8 @@ class SeedSummary:
     mismatches: tuple[str, ...]
     explained: tuple[str, ...]
     rpcs: int
+    #: The coverage probes this seed's world hit, with how often.
+    probes: tuple[tuple[str, int], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -62,6 +65,7 @@ class SweepReport:
         explained = Counter(check for s in self.seeds for check in s.explained)
         for check, count in sorted(explained.items()):
             yield f"  explained by the spec: {count} × {check}"
+        yield from probe_lines(self.seeds)
         for summary in self.failing:
             yield f"  seed {summary.seed}: {self.replay_command(summary.seed)}"
             for text in (*summary.violations, *summary.mismatches)[:3]:
@@ -92,6 +96,7 @@ def summarise(job: tuple[str, int, str | None]) -> SeedSummary:
         mismatches=simulation.mismatches,
         explained=tuple(finding.check for finding in report.explained),
         rpcs=simulation.facts.count("rpc.exec"),
+        probes=report.probes,
     )
 
 
