@@ -5,7 +5,7 @@ one transaction per store operation, the store's own clock for every lease time,
 latency and faults a test or a simulation controls.
 """
 
-from ._clock import DEFAULT_EPOCH_MS, StoreClock
+from ._clock import DEFAULT_EPOCH_MS, Clock, StoreClock, WallClock
 from ._database import ScopeDatabase
 from ._describe import describe
 from ._dump import JobRunDump, JobStepDumpRow
@@ -52,6 +52,7 @@ __all__ = [
     "JOB_RUN_PATCH_SQL",
     "JOB_RUN_RENEW_SQL",
     "JOB_STEP_RECORD_SQL",
+    "Clock",
     "DatabaseFactory",
     "DoorHeld",
     "HostClosed",
@@ -77,6 +78,7 @@ __all__ = [
     "StoreClock",
     "TransportError",
     "Verdict",
+    "WallClock",
     "describe",
     "open_scope_host",
     "tombstone",

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import trio
 
-from ._clock import StoreClock
+from ._clock import Clock
 from ._database import ScopeDatabase
 from ._errors import HostClosed, ScopeEvicted, ScopeHostError, ScopeUnavailable
 from ._link import LinkOutcome
@@ -48,7 +48,7 @@ class ScopeActor:
         scope_id: str,
         open_database: Callable[[], ScopeDatabase],
         close_database: Callable[[ScopeDatabase], None],
-        clock: StoreClock,
+        clock: Clock,
     ) -> None:
         self.scope_id = scope_id
         self._open_database = open_database

@@ -21,7 +21,7 @@ import trio
 from driver import Observer
 
 from ._actor import Message, ScopeActor
-from ._clock import StoreClock
+from ._clock import Clock, WallClock
 from ._database import ModuleOperation, ScopeDatabase
 from ._describe import describe
 from ._errors import DoorHeld, HostClosed
@@ -55,7 +55,7 @@ class ScopeHost:
         nursery: trio.Nursery,
         directory: Path | None,
         *,
-        clock: StoreClock,
+        clock: Clock,
         observer: Observer | None,
         operations: Mapping[str, ModuleOperation] | None,
         rng: random.Random,
@@ -198,13 +198,16 @@ class ScopeHost:
 async def open_scope_host(
     directory: str | Path | None = None,
     *,
-    clock: StoreClock | None = None,
+    clock: Clock | None = None,
     observer: Observer | None = None,
     operations: Mapping[str, ModuleOperation] | None = None,
     rng: random.Random | None = None,
     database: DatabaseFactory = ScopeDatabase,
 ) -> AsyncIterator[ScopeHost]:
     """A scope host whose actors and network run in a nursery for the block's duration.
+
+    ``clock`` is the store's clock: UTC wall time (``WallClock``) unless given one. A test or a
+    simulation on virtual time passes ``StoreClock()`` (virtual time plus a fixed epoch).
 
     ``database`` builds each actor's store over its connection: ``ScopeDatabase`` unless a test or
     a simulation wants a deliberately broken one, to show that a check notices.
@@ -216,7 +219,7 @@ async def open_scope_host(
         host = ScopeHost(
             nursery,
             path,
-            clock=clock if clock is not None else StoreClock(),
+            clock=clock if clock is not None else WallClock(),
             observer=observer,
             operations=operations,
             rng=rng if rng is not None else random.Random(0),

@@ -40,7 +40,13 @@ def _parser() -> argparse.ArgumentParser:
     sweep_ = commands.add_parser("sweep", help="run one scenario over a range of seeds")
     sweep_.add_argument("name", help="a scenario name (see list)")
     sweep_.add_argument("--seeds", required=True, help="A..B (both included), or N")
-    sweep_.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    where = sweep_.add_mutually_exclusive_group()
+    where.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    where.add_argument(
+        "--scheduler",
+        metavar="tcp://HOST:PORT",
+        help="run the seeds as tasks on this Dask distributed cluster (needs the dask extra)",
+    )
     sweep_.add_argument("--mutant", choices=sorted(MUTANTS), help="sweep a broken store")
 
     replay = commands.add_parser(
@@ -138,6 +144,7 @@ def _sweep(arguments: argparse.Namespace) -> int:
         arguments.name,
         parse_seeds(arguments.seeds),
         jobs=arguments.jobs,
+        scheduler=arguments.scheduler,
         mutant=arguments.mutant,
         progress=progress_bar(),
     )

@@ -17,6 +17,7 @@ from typing import TextIO
 
 import attrs
 
+from ._dask import run_on_cluster
 from ._mutants import MUTANTS
 from ._probes import probe_lines
 from ._simulate import simulate
@@ -106,11 +107,19 @@ def sweep(
     *,
     jobs: int = 1,
     mutant: str | None = None,
+    scheduler: str | None = None,
     progress: Callable[[int, int, int], None] | None = None,
 ) -> SweepReport:
-    """Run ``scenario`` for every seed, ``jobs`` processes at a time."""
+    """Run ``scenario`` for every seed: ``jobs`` local processes at a time, or as tasks on the
+    Dask distributed cluster whose scheduler is at ``scheduler`` (``tcp://HOST:PORT``). Either way
+    the report is the same, timings aside."""
     if type(jobs) is not int or jobs < 1:
         raise ValueError(f"jobs={jobs!r}; pass a whole number of processes >= 1")
+    if scheduler is not None and jobs != 1:
+        raise ValueError(
+            f"jobs={jobs} with scheduler={scheduler!r}; a cluster sets its own parallelism "
+            "(its workers' threads), so pass one or the other"
+        )
     if mutant is not None and mutant not in MUTANTS:
         raise ValueError(f"no mutant {mutant!r}; the mutants are: {', '.join(MUTANTS)}")
     work = [(scenario, seed, mutant) for seed in seeds]
@@ -126,7 +135,9 @@ def sweep(
             if progress is not None:
                 progress(len(results), len(work), failing)
 
-    if jobs == 1:
+    if scheduler is not None:
+        run_on_cluster(scheduler, summarise, work, collect=collect)
+    elif jobs == 1:
         collect(summarise(job) for job in work)
     else:
         # fork keeps the scenarios a parent registered (tests register their own); each worker

@@ -25,7 +25,7 @@ from driver import (
     ValidationFailed,
     parse_iso_ms,
 )
-from scopehost import Link, LinkCall, Verdict, open_scope_host
+from scopehost import Link, LinkCall, StoreClock, Verdict, open_scope_host
 
 from .support import JOB, MODULE, SCOPE, Trace, drive, start
 
@@ -42,7 +42,7 @@ async def test_a_walk_resumes_from_its_cursor_after_an_eviction_mid_pass(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         link = Link(name="walker")
         walker = drive(host, trace, link=link)
 
@@ -102,7 +102,7 @@ async def test_a_walk_resumes_from_its_cursor_after_an_eviction_mid_pass(
 async def test_three_concurrent_starts_coalesce_into_one_run(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, Trace(), link=Link(name="lan", request_ms=5, reply_ms=5))
         ids: list[str] = []
 
@@ -121,7 +121,7 @@ async def test_three_concurrent_starts_coalesce_into_one_run(
 async def test_a_join_with_another_subject_is_a_conflict(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, Trace())
         live = await one.start_job_run(SCOPE, start(subject="p1"))
         for subject in ("p2", None):
@@ -139,7 +139,7 @@ async def test_a_join_with_another_subject_is_a_conflict(
 async def test_the_retry_policy_fails_a_run_at_max_attempts(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, Trace())
         calls = 0
 
@@ -187,7 +187,7 @@ async def test_the_retry_policy_fails_a_run_at_max_attempts(
 async def test_a_handler_error_counts_against_the_jobs_max_attempts(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, Trace())
 
         async def broken(ctx: JobPassContext) -> JobPassResult:
@@ -238,7 +238,7 @@ REMEDY = "a run carries ids and configuration, never bytes, class instances or f
 async def test_a_payload_that_is_not_queue_safe_is_refused_before_any_row(
     autojump_clock: trio.testing.MockClock, payload: Any, message: str
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, Trace())
         with pytest.raises(ValidationFailed) as refused:
             await one.start_job_run(SCOPE, start(payload))
@@ -247,7 +247,7 @@ async def test_a_payload_that_is_not_queue_safe_is_refused_before_any_row(
 
 
 async def test_a_bad_key_is_refused_with_its_paths(autojump_clock: trio.testing.MockClock) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, Trace())
         three: Any = 3
         bad = attrs.evolve(start(), module_id="", instance=three)
@@ -262,7 +262,7 @@ async def test_a_bad_key_is_refused_with_its_paths(autojump_clock: trio.testing.
 async def test_an_omitted_cursor_keeps_the_committed_one(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, Trace())
         seen: list[Any] = []
         results: list[JobPassResult | None] = [
@@ -296,7 +296,7 @@ async def test_an_omitted_cursor_keeps_the_committed_one(
 async def test_a_step_returning_a_datetime_is_seen_identically_on_replay(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, Trace())
         seen: list[Any] = []
         moment = dt.datetime(2026, 10, 4, 12, 0, tzinfo=dt.UTC)
@@ -318,7 +318,7 @@ async def test_a_step_returning_a_datetime_is_seen_identically_on_replay(
 async def test_a_step_name_used_twice_in_one_pass_fails_the_pass(
     autojump_clock: trio.testing.MockClock, swallow: bool
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, Trace())
         ran: list[str] = []
         reasons: list[str] = []
@@ -349,11 +349,11 @@ async def test_a_step_name_used_twice_in_one_pass_fails_the_pass(
 async def test_a_malformed_restored_row_fails_its_pass_and_reads_with_decode_error(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         started = await drive(host, Trace()).start_job_run(SCOPE, start({"a": 1}))
         dump = await host.stub(SCOPE).export_dump()
     edited = attrs.evolve(dump, runs=(attrs.evolve(dump.runs[0], cursor="{oops"),))
-    async with open_scope_host() as restored:
+    async with open_scope_host(clock=StoreClock()) as restored:
         one = drive(restored, Trace())
         invoked: list[str] = []
 
@@ -385,7 +385,7 @@ async def test_a_malformed_restored_row_fails_its_pass_and_reads_with_decode_err
 async def test_the_operator_read_clamps_its_limit(
     autojump_clock: trio.testing.MockClock, limit: float | None, count: int
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, Trace())
         for index in range(60):
             await one.start_job_run(SCOPE, start(instance=f"i{index:02}"))
@@ -398,7 +398,7 @@ async def test_erasure_before_a_pass_leaves_nothing_to_drive(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, trace)
         one.register_job(MODULE, JOB, finish)
         await one.start_job_run(SCOPE, start({"who": "p1"}, subject="p1"))
@@ -412,7 +412,7 @@ async def test_erasure_during_a_pass_stops_it_and_it_writes_nothing_more(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, trace)
         ran: list[str] = []
 
@@ -444,7 +444,7 @@ async def test_erasure_during_a_pass_stops_it_and_it_writes_nothing_more(
 async def test_a_dump_imported_elsewhere_does_not_run_but_restored_home_resumes(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, Trace())
         one.register_job(MODULE, JOB, finish)
         started = await one.start_job_run(SCOPE, start())
@@ -457,7 +457,7 @@ async def test_a_dump_imported_elsewhere_does_not_run_but_restored_home_resumes(
             "it runs in the scope that asked for it, never in a copy",
         )
         assert await one.run_due_jobs("s2") == JobDriveReport()
-    async with open_scope_host() as fresh:
+    async with open_scope_host(clock=StoreClock()) as fresh:
         home = drive(fresh, Trace())
         home.register_job(MODULE, JOB, finish)
         await fresh.stub(SCOPE).import_dump(dump, SCOPE)
@@ -469,7 +469,7 @@ async def test_a_held_system_door_defers_the_pass_without_charging_it(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, trace)
 
         async def handler(ctx: JobPassContext) -> JobPassResult:
@@ -497,7 +497,7 @@ async def test_a_held_system_door_defers_the_pass_without_charging_it(
 async def test_an_error_shaped_like_a_door_refusal_does_not_defer(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, Trace())
 
         class LooksLikeWaiting(Exception):
@@ -514,7 +514,7 @@ async def test_an_error_shaped_like_a_door_refusal_does_not_defer(
 async def test_register_job_refuses_duplicates_and_bad_leases(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, Trace())
         one.register_job(MODULE, JOB, idle)
         with pytest.raises(

@@ -64,7 +64,7 @@ def stepping(steps: int, *, step_ms: float = 0, done: bool = True) -> Handler:
 
 async def test_one_drive_completes_a_run(autojump_clock: trio.testing.MockClock) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, trace)
 
         async def handler(ctx: JobPassContext) -> JobPassResult:
@@ -100,7 +100,7 @@ async def test_two_drives_that_both_snapshot_a_run_invoke_it_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         drives = [
             drive(host, trace, name=name, link=Link(name=name, request_ms=10, reply_ms=10))
             for name in ("a", "b")
@@ -144,7 +144,7 @@ async def test_two_drives_that_both_snapshot_a_run_invoke_it_once(
 
 async def test_a_live_lease_is_not_stolen(autojump_clock: trio.testing.MockClock) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         holder, rival = drive(host, trace, name="holder"), drive(host, trace, name="rival")
         holder.register_job(MODULE, JOB, stepping(1, step_ms=800), lease_ms=1000)
         rival.register_job(MODULE, JOB, stepping(1), lease_ms=1000)
@@ -161,7 +161,7 @@ async def test_an_expired_begun_lease_is_taken_over_and_charged(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         crashed, rescuer = drive(host, trace, name="crashed"), drive(host, trace, name="rescuer")
         crashed.register_job(MODULE, JOB, stepping(1), lease_ms=1000)
         rescuer.register_job(MODULE, JOB, stepping(1), lease_ms=1000)
@@ -186,7 +186,7 @@ async def test_an_expired_unbegun_claim_is_taken_over_for_free(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         crashed, rescuer = drive(host, trace, name="crashed"), drive(host, trace, name="rescuer")
         for each in (crashed, rescuer):
             each.register_job(MODULE, JOB, stepping(1), lease_ms=1000)
@@ -205,7 +205,7 @@ async def test_takeover_exhaustion_fails_the_run_without_invoking(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         crashed, rescuer = drive(host, trace, name="crashed"), drive(host, trace, name="rescuer")
         for each in (crashed, rescuer):
             each.register_job(
@@ -240,7 +240,7 @@ async def test_a_stale_holders_outcome_is_refused(
     autojump_clock: trio.testing.MockClock, ending: str
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         stale, rival = drive(host, trace, name="stale"), drive(host, trace, name="rival")
         resumed = trio.Event()
 
@@ -283,7 +283,7 @@ async def test_step_boundaries_renew_a_long_pass_against_rival_drives(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         worker = drive(host, trace, name="worker")
         worker.register_job(MODULE, JOB, stepping(5, step_ms=700), lease_ms=1000)
         rivals = [drive(host, trace, name=f"rival{i}", seed=i + 2) for i in range(2)]
@@ -306,7 +306,7 @@ async def test_a_lost_lease_stops_the_pass_at_its_next_step(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         lost, rival = drive(host, trace, name="lost"), drive(host, trace, name="rival")
         ran: list[str] = []
 
@@ -343,7 +343,7 @@ async def test_exactly_the_margin_left_is_a_miss_and_one_ms_more_is_not(
     autojump_clock: trio.testing.MockClock, claim_reply_ms: int, begun: bool
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         link = Link(name="slow", reply_ms={"claim": claim_reply_ms, "*": 0})
         one = drive(host, trace, link=link)
         one.register_job(MODULE, JOB, stepping(1), lease_ms=1000)
@@ -373,7 +373,7 @@ async def test_begin_delayed_in_transit_past_the_lease_is_a_miss(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, trace, link=Link(name="slow", request_ms={"begin": 1100, "*": 0}))
         one.register_job(MODULE, JOB, stepping(1), lease_ms=1000)
         started = await one.start_job_run(SCOPE, start())
@@ -394,7 +394,7 @@ async def test_a_begin_reply_held_past_the_lease_double_runs_and_the_late_pass_i
     autojump_clock: trio.testing.MockClock, max_attempts: int
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         late_link = Link(name="late")
         late, rival = (
             drive(host, trace, name="late", link=late_link),
@@ -454,7 +454,7 @@ async def test_nine_misses_back_off_then_the_tenth_fails_the_run(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, trace, link=Link(name="slow", reply_ms={"claim": 800, "*": 0}))
         one.register_job(MODULE, JOB, stepping(1), lease_ms=1000)
         started = await one.start_job_run(SCOPE, start())
@@ -493,7 +493,7 @@ async def test_nine_misses_back_off_then_the_tenth_fails_the_run(
 
 async def test_begin_resets_the_miss_count(autojump_clock: trio.testing.MockClock) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         link = Link(name="slow", reply_ms={"claim": 800, "*": 0})
         one = drive(host, trace, link=link)
         one.register_job(MODULE, JOB, stepping(1, done=False), lease_ms=1000)
@@ -542,7 +542,7 @@ async def test_a_per_run_failure_never_escapes_the_drive(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         link = Link(name="flaky")
         one = drive(host, trace, link=link)
         one.register_job(MODULE, JOB, stepping(1))
@@ -568,7 +568,7 @@ async def test_a_per_run_failure_never_escapes_the_drive(
 async def test_a_bad_limit_or_max_passes_is_refused_not_clamped(
     autojump_clock: trio.testing.MockClock, bad: Any
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one = drive(host, Trace())
         with pytest.raises(ValidationFailed) as limit_error:
             await one.run_due_jobs(SCOPE, limit=bad)
@@ -583,7 +583,7 @@ async def test_limit_counts_runnable_runs_and_orphans_are_stepped_over(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     trace = Trace()
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         one, other = drive(host, trace), drive(host, trace, name="other", seed=2)
         one.register_job(MODULE, JOB, stepping(0))
         other.register_job(MODULE, "orphan", stepping(0))
@@ -603,7 +603,7 @@ async def test_limit_counts_runnable_runs_and_orphans_are_stepped_over(
 async def test_a_reply_dropped_claim_is_reported_and_the_run_recovers(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         link = Link(name="flaky")
         one = drive(host, Trace(), link=link)
         one.register_job(MODULE, JOB, stepping(1), lease_ms=1000)

@@ -20,7 +20,7 @@ from .store_support import OLD_RUNS_DDL
 async def test_fifty_concurrent_starts_for_one_key_give_one_row(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         stub = host.stub("s1")
         answers: list[str] = []
 
@@ -71,7 +71,7 @@ async def test_eviction_fails_queued_calls_and_keeps_committed_rows(
 async def test_the_next_call_after_an_eviction_starts_a_fresh_actor(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         stub = host.stub("s1")
         row = new_row("01RUNA")
         await stub.start_or_join(row.key, row)
@@ -82,7 +82,7 @@ async def test_the_next_call_after_an_eviction_starts_a_fresh_actor(
 
 
 async def test_evicting_an_idle_scope_is_harmless(autojump_clock: trio.testing.MockClock) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         assert host.evict("never-called") is False
         stub = host.stub("s1")
         row = new_row("01RUNA")
@@ -95,7 +95,7 @@ async def test_evicting_an_idle_scope_is_harmless(autojump_clock: trio.testing.M
 async def test_a_failing_operation_rolls_back_and_the_actor_keeps_serving(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         stub = host.stub("s1")
         with pytest.raises(
             ValidationFailed,
@@ -110,19 +110,19 @@ async def test_a_failing_operation_rolls_back_and_the_actor_keeps_serving(
 async def test_a_directory_scope_survives_eviction_and_a_new_host(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
-    async with open_scope_host(tmp_path) as host:
+    async with open_scope_host(tmp_path, clock=StoreClock()) as host:
         stub = host.stub("s1")
         row = new_row("01RUNA")
         await stub.start_or_join(row.key, row)
         host.evict("s1")
         assert [r.id for r in await stub.list(JobRunFilter())] == ["01RUNA"]
     assert (tmp_path / "s1.sqlite3").exists()
-    async with open_scope_host(tmp_path) as host:
+    async with open_scope_host(tmp_path, clock=StoreClock()) as host:
         assert [r.id for r in await host.stub("s1").list(JobRunFilter())] == ["01RUNA"]
 
 
 async def test_bad_scope_ids_and_directories_are_refused() -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         with pytest.raises(ValueError, match=r"^scope id 'a/b' must be 1 to 128 letters"):
             host.stub("a/b")
     with pytest.raises(ValueError, match=r"^directory '/nonexistent-dir' does not exist"):
@@ -141,7 +141,7 @@ async def test_a_scope_file_of_an_older_shape_is_upgraded_when_its_actor_starts(
         "'2026-10-04T11:00:00.000Z', '2026-10-04T11:00:00.000Z')"
     )
     old.close()
-    async with open_scope_host(tmp_path) as host:
+    async with open_scope_host(tmp_path, clock=StoreClock()) as host:
         stub = host.stub("s1")
         [row] = await stub.list(JobRunFilter())
         assert (row.id, row.subject_id, row.lease_owner, row.admission_misses) == (

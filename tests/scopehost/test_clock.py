@@ -1,12 +1,16 @@
-"""The store's clock: virtual time plus an epoch, skewed and drifting when a world asks."""
+"""The store's clocks: UTC wall time by default; virtual time plus an epoch, skewed and drifting
+when a world asks."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 import trio
 import trio.testing
 
-from scopehost import DEFAULT_EPOCH_MS, StoreClock, open_scope_host
+from driver import iso_from_ms, parse_iso_ms
+from scopehost import DEFAULT_EPOCH_MS, StoreClock, WallClock, open_scope_host
 
 
 async def test_the_store_clock_follows_virtual_time_in_the_one_spelling(
@@ -48,3 +52,24 @@ async def test_operations_are_stamped_by_the_hosts_clock_never_the_callers(
 def test_a_clock_that_cannot_tell_time_is_refused(options: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         StoreClock(skew_ms=options.get("skew_ms", 0.0), drift=options.get("drift", 0.0))
+
+
+async def test_a_host_opened_without_a_clock_stamps_utc_wall_time() -> None:
+    # No MockClock here: Trio's own clock has a random origin, so only the wall clock can be right.
+    before = time.time_ns() // 1_000_000
+    async with open_scope_host() as host:
+        outcome = await host.execute("s1", "due_keys", ("2030-01-01T00:00:00.000Z", 5))
+    after = time.time_ns() // 1_000_000
+    assert isinstance(host.clock, WallClock)
+    assert before <= parse_iso_ms(outcome.executed_at) <= after
+
+
+def test_the_wall_clock_holds_rather_than_stepping_back() -> None:
+    readings = iter([5_000_000_000_000, 4_000_000_000_000, 6_000_000_000_000, 6_000_000_000_000])
+    clock = WallClock(read_ns=lambda: next(readings) * 1_000_000)
+    assert [clock.now_ms(), clock.now_ms(), clock.now_ms()] == [
+        5_000_000_000_000,
+        5_000_000_000_000,
+        6_000_000_000_000,
+    ]
+    assert clock.now() == iso_from_ms(6_000_000_000_000)

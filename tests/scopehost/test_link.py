@@ -16,6 +16,7 @@ from scopehost import (
     LinkOutcome,
     ReplyDropped,
     RequestDropped,
+    StoreClock,
     Verdict,
     open_scope_host,
 )
@@ -26,7 +27,7 @@ from .async_support import new_row
 async def test_each_leg_waits_its_delay_and_the_write_is_stamped_on_arrival(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         link = Link(request_ms=30, reply_ms={"claim": 70, "*": 5})
         stub = host.stub("s1", link=link)
         row = new_row("01RUNA")
@@ -40,7 +41,7 @@ async def test_each_leg_waits_its_delay_and_the_write_is_stamped_on_arrival(
 
 
 async def test_a_dropped_request_never_runs(autojump_clock: trio.testing.MockClock) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         link = Link(request_ms=10)
         link.drop_requests(lambda call: call.operation == "start_or_join")
         stub = host.stub("s1", link=link)
@@ -57,7 +58,7 @@ async def test_a_dropped_request_never_runs(autojump_clock: trio.testing.MockClo
 async def test_a_dropped_reply_leaves_the_write_done(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         link = Link(request_ms=10, reply_ms=10)
         link.drop_replies(times=1)
         stub = host.stub("s1", link=link)
@@ -74,7 +75,7 @@ async def test_a_dropped_reply_leaves_the_write_done(
 async def test_a_held_reply_is_late_and_rivals_are_not_held_with_it(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         release = trio.Event()
 
         async def hold_claims(call: LinkCall, outcome: LinkOutcome) -> Verdict:
@@ -114,7 +115,7 @@ async def test_delays_drawn_from_the_links_random_source_replay(
         return rng.uniform(0, 50)
 
     async def elapsed(seed: int) -> float:
-        async with open_scope_host() as host:
+        async with open_scope_host(clock=StoreClock()) as host:
             stub = host.stub(
                 "s1", link=Link(request_ms=jitter, reply_ms=jitter, rng=random.Random(seed))
             )
@@ -128,7 +129,7 @@ async def test_delays_drawn_from_the_links_random_source_replay(
 
 
 async def test_a_negative_drawn_delay_is_refused(autojump_clock: trio.testing.MockClock) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         stub = host.stub("s1", link=Link(name="bad", request_ms=lambda call, rng: -1.0))
         with pytest.raises(
             ValueError,
@@ -141,7 +142,7 @@ async def test_a_negative_drawn_delay_is_refused(autojump_clock: trio.testing.Mo
 async def test_equal_deadlines_wake_in_the_order_they_were_set(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async with open_scope_host() as host:
+    async with open_scope_host(clock=StoreClock()) as host:
         order: list[int] = []
 
         async def sleeper(index: int) -> None:
