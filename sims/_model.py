@@ -47,9 +47,8 @@ Prediction = tuple[Any, str]
 
 def admission_backoff(misses: int) -> int:
     """The spec's admission backoff: 1 s after the first miss, doubling, at most five minutes."""
-    return min(
-        JOB_ADMISSION_BACKOFF_MAX_MS, JOB_ADMISSION_BACKOFF_BASE_MS * 2 ** max(0, misses - 1)
-    )
+    backoff = int(JOB_ADMISSION_BACKOFF_BASE_MS * 2 ** max(0, misses - 1))
+    return min(JOB_ADMISSION_BACKOFF_MAX_MS, backoff)
 
 
 def too_short_text(note: str) -> str:

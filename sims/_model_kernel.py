@@ -871,9 +871,9 @@ class KernelModel:
             wrong.append(f"attempts {patch['attempts']}, not {want['attempts']}")
         if want["last_error"] is not None and patch["last_error"] != want["last_error"]:
             wrong.append(f"last_error {patch['last_error']!r}, not {want['last_error']!r}")
-        if want["last_error"] is None and want["status"] != "running" and want["op"] == "patch":
-            if patch["last_error"] is None:
-                wrong.append("no last_error on a failed run")
+        failed = want["status"] != "running" and want["op"] == "patch"
+        if want["last_error"] is None and failed and patch["last_error"] is None:
+            wrong.append("no last_error on a failed run")
         if want["op"] == "commit_pass" and patch["last_error"] is not None:
             wrong.append(f"last_error {patch['last_error']!r} on a commit")
         at = _ms(patch["updated_at"])
@@ -884,8 +884,8 @@ class KernelModel:
         elif at is not None:
             low, high = want["next"]
             if nxt is None or not low <= nxt - at <= high:
-                got = "none" if nxt is None else f"{nxt - at} ms"
-                wrong.append(f"a backoff of {got}, outside [{low}, {high}] ms")
+                waited = "none" if nxt is None else f"{nxt - at} ms"
+                wrong.append(f"a backoff of {waited}, outside [{low}, {high}] ms")
         ended = patch["ended_at"]
         if want["ended"] and ended != patch["updated_at"]:
             wrong.append(f"ended_at {ended!r}, not the outcome's time")

@@ -163,8 +163,10 @@ _ABLATIONS: dict[str, tuple[type[ScopeDatabase], str]] = {
             "A step boundary renews the lease whoever holds it.",
             Ablation(
                 _SQL,
-                "SET next_attempt_at = ?\\n   WHERE id = ? AND status = 'running' AND lease_owner IS ?",
-                "SET next_attempt_at = ?\\n   WHERE id = ? AND status = 'running' AND (lease_owner IS ? OR 1)",
+                "next_attempt_at = ?\\n   WHERE id = ? AND status = 'running' "
+                'AND lease_owner IS ?"',
+                "next_attempt_at = ?\\n   WHERE id = ? AND status = 'running' "
+                'AND (lease_owner IS ? OR 1)"',
             ),
         ),
         "store-",

@@ -20,8 +20,8 @@ from typing import Any
 from driver import (
     KEEP_CURSOR,
     SYSTEM_DOOR_WAIT,
-    JobDriveReport,
     JobDriver,
+    JobDriveReport,
     JobHandler,
     JobPassResult,
     JobRegistration,
@@ -138,7 +138,7 @@ def recorded_handler(handler: JobHandler, record: Record, drive: str) -> JobHand
     async def wrapped(ctx: Any) -> Any:
         proxy = _RecordingContext(ctx, record, drive)
         try:
-            result = handler(proxy)
+            result: Any = handler(proxy)
             if inspect.isawaitable(result):
                 result = await result
         except Exception as err:

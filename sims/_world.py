@@ -44,8 +44,8 @@ from scopehost import (
     describe,
 )
 
-from ._recording import RecordingJobDriver
 from ._faults import CrashDrive, DelayLeg, DropLeg, Evict, FaultPlan, PauseDrive
+from ._recording import RecordingJobDriver
 from ._trace import Trace
 from ._upstream import Upstream
 
