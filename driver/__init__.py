@@ -1,5 +1,7 @@
 """The job-run kernel: every decision of the spec, as async code against the ``JobRunStore`` port.
 
+The spec is the job-run protocol; ``docs/protocol.md`` explains it, rule by rule.
+
 Imports no trio, sqlite3, time or random: clocks, id mints and the random source are injected.
 """
 

@@ -71,8 +71,9 @@ class JobHost(Protocol):
 class _DoorMarks:
     """The exceptions this drive's door threw, by pass token: what ``deferral`` answers from.
 
-    The spec: the host answers "by the identity of what its door threw for this pass, never by
-    an error's shape", and "consumes the mark as it answers yes". Only a refusal the door itself
+    The host recognises its own "not now" by the identity of the object its door threw on this
+    pass, never by the error's shape, and forgets the mark once it has said yes (docs/protocol.md,
+    "Deferral"). Only a refusal the door itself
     raised carrying ``SYSTEM_DOOR_WAIT`` is marked; anything a step or an operation throws, with
     whatever reason, is not. One instance per drive call, so an unasked mark dies with it.
     """

@@ -18,17 +18,19 @@ Theory of operation
    ``store.miss`` releases it and counts it (or fails the run at the tenth), and the drive reports
    and logs a warning. No handler ran, so it is ``superseded``, never an attempt.
 5. **BEGIN is the commitment.** If and only if BEGIN wrote, the handler runs (``run_job_pass``);
-   the drive never second-guesses BEGIN's reply, however late it came ("whatever the drive does
-   after an acknowledged write, the acknowledgement can arrive late").
+   the drive never second-guesses BEGIN's reply, however late it came: whatever it did after an
+   acknowledged write, that acknowledgement could arrive late too (docs/protocol.md, "BEGIN, the
+   commitment point").
 6. **Containment.** Any exception while driving one run (a transport error, an evicted scope) is
    that run's entry in ``errors``; the drive goes on with the next run.
 
-Counting (the spec's ``JobDriveReport``): ``attempted`` counts each run whose first claim this call
-WON ("runs this call picked up — due, and running": a lost claim means it was not); ``advanced``
-counts committed passes; ``completed``, ``retrying``, ``failed``, ``deferred`` and ``superseded``
-count pass outcomes, with admission misses counted ``superseded`` (the spec's docblock names
-them there). A run this call failed — a pass's outcome or takeover exhaustion — is also one entry
-in ``errors`` with the error on its record.
+Counting (``JobDriveReport``, tabled in docs/protocol.md, "Reading runs"): ``attempted`` counts
+each run whose first claim this call WON (a run this call picked up, due and running: a lost claim
+means it was not); ``advanced`` counts committed passes; ``completed``, ``retrying``, ``failed``,
+``deferred`` and ``superseded`` count pass outcomes, with admission misses counted ``superseded``
+(the protocol counts a claim that could not start its pass there). A run this call failed — a
+pass's outcome or takeover exhaustion — is also one entry in ``errors`` with the error on its
+record.
 """
 
 from __future__ import annotations

@@ -65,8 +65,8 @@ def job_run_of(row: JobRunRow) -> JobRun:
     """The operator's record of ``row``, decoded tolerantly.
 
     When any JSON column will not decode, all three come back empty (payload None, cursor None,
-    counters {}) — the spec: "It comes back with those three empty and `decodeError` naming the
-    parse failure" — and ``decode_error`` names each failing column and says JSON.
+    counters {}), never a bare None cursor that would read as "no pass committed yet", and
+    ``decode_error`` names each failing column and says JSON (docs/protocol.md, "Reading runs").
     """
     try:
         decoded = decode_columns(row)

@@ -136,7 +136,7 @@ class _PassState:
 
 
 class JobPassContext:
-    """What one pass of a job is given (see the spec's ``JobPassContext``)."""
+    """What one pass of a job is given (docs/protocol.md, "Runs, passes, steps and the cursor")."""
 
     def __init__(
         self,

@@ -286,7 +286,7 @@ class JobDriveWarning:
 
 @attrs.frozen(kw_only=True)
 class JobDriveReport:
-    """What one drive did, counted as the spec's ``JobDriveReport`` says."""
+    """What one drive did, counted as docs/protocol.md ("Reading runs") tables it."""
 
     attempted: int = 0
     advanced: int = 0

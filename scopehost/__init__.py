@@ -14,6 +14,7 @@ from ._errors import (
     DoorHeld,
     HostClosed,
     ReplyDropped,
+    RequestAbandoned,
     RequestDropped,
     ScopeEvicted,
     ScopeHostError,
@@ -21,7 +22,17 @@ from ._errors import (
     TransportError,
 )
 from ._host import DIRECT_LINK, DatabaseFactory, ScopeHost, open_scope_host
-from ._link import LegDelay, Link, LinkCall, LinkOutcome, ReplyHook, RequestHook, Verdict
+from ._link import (
+    DeliverLate,
+    LegDelay,
+    Link,
+    LinkCall,
+    LinkOutcome,
+    ReplyHook,
+    RequestHook,
+    RequestVerdict,
+    Verdict,
+)
 from ._network import Network
 from ._operations import DEFAULT_OPERATIONS, ModuleOperation
 from ._sql import (
@@ -54,6 +65,7 @@ __all__ = [
     "JOB_STEP_RECORD_SQL",
     "Clock",
     "DatabaseFactory",
+    "DeliverLate",
     "DoorHeld",
     "HostClosed",
     "JobRunDump",
@@ -66,8 +78,10 @@ __all__ = [
     "Network",
     "ReplyDropped",
     "ReplyHook",
+    "RequestAbandoned",
     "RequestDropped",
     "RequestHook",
+    "RequestVerdict",
     "ScopeDatabase",
     "ScopeDoor",
     "ScopeEvicted",

@@ -1,7 +1,8 @@
 """The store's clocks: UTC wall time for an embedded host, virtual time for a simulation.
 
-Every lease time is the STORE's (the spec's #2042 r4): the claim's due test and expiry, BEGIN's
-margin, each renewal. A clock is read inside an actor message, never by a caller.
+Every lease time is the STORE's (docs/protocol.md, "The lease and the claim"): the claim's due
+test and expiry, BEGIN's margin, each renewal. A clock is read inside an actor message, never by
+a caller.
 
 - ``WallClock`` is what ``open_scope_host`` uses unless told otherwise. A host embedded in a
   service, or reopened on its directory after a crash, must agree with the times it wrote before,

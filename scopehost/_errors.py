@@ -22,6 +22,10 @@ class RequestDropped(TransportError):
     """The request never reached the scope: the operation did not run."""
 
 
+class RequestAbandoned(TransportError):
+    """The caller gave up on the request; the wire may still deliver it later, and it may run."""
+
+
 class ReplyDropped(TransportError):
     """The operation ran and committed at the scope; its reply was lost on the way back."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -112,6 +112,11 @@ class ScopeHost:
         if self._operations is None:
             self._operations = {}
         self._operations[name] = operation
+
+    def start_soon(self, async_fn: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Run a task in the host's nursery: work that outlives its caller, as a request the
+        caller gave up on and the wire still carries."""
+        self._nursery.start_soon(async_fn, *args)
 
     # -- time ---------------------------------------------------------------------------------
 

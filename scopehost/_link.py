@@ -10,7 +10,11 @@ reply while a whole rival drive runs must not stop the delivery of the rival's o
 
 What each fault means is the point of modelling it. A dropped request did not run. A dropped reply
 DID run and committed; the caller only learns that something went wrong. A reply held by a hook is
-late, and the write it reports was made when it executed, not when the caller heard of it.
+late, and the write it reports was made when it executed, not when the caller heard of it. An
+ABANDONED request (a request hook answered ``DeliverLate``) is the at-least-once wire of a real RPC
+stack: the caller gives up on it at once and gets ``RequestAbandoned``, not knowing whether it ran,
+while the wire still carries it; it reaches the scope ``ms`` later and runs there, in a task of the
+host's own, and its reply goes nowhere. A stale owner's write can so arrive during a later pass.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import attrs
 
-from ._errors import ReplyDropped, RequestDropped
+from ._errors import ReplyDropped, RequestAbandoned, RequestDropped, ScopeHostError
 
 if TYPE_CHECKING:
     from ._host import ScopeHost
@@ -52,9 +56,19 @@ class LinkOutcome:
         return self.value
 
 
+@attrs.frozen
+class DeliverLate:
+    """A request hook's verdict: the caller gives up on this request now, and the wire delivers it
+    to the scope ``ms`` later all the same (where it runs; its reply goes nowhere)."""
+
+    ms: float
+
+
 #: What a hook may say: drop this leg, or (None) let it go on.
 Verdict: TypeAlias = Literal["drop"] | None
-RequestHook: TypeAlias = Callable[[LinkCall], Awaitable[Verdict]]
+#: What a request hook may say: as ``Verdict``, or abandon the request and deliver it late.
+RequestVerdict: TypeAlias = Verdict | DeliverLate
+RequestHook: TypeAlias = Callable[[LinkCall], Awaitable[RequestVerdict]]
 ReplyHook: TypeAlias = Callable[[LinkCall, LinkOutcome], Awaitable[Verdict]]
 #: A leg's delay in ms: a constant, per operation (key "*" for the rest), or drawn per call.
 LegDelay: TypeAlias = float | Mapping[str, float] | Callable[[LinkCall, random.Random], float]
@@ -138,8 +152,15 @@ class Link:
         observe = host.observe_rpc
         observe("rpc.send", call, None)
         await host.network.sleep_ms(self.delay_ms(self.request_ms, call))
-        dropped = await self._request_verdict(call)
-        if dropped:
+        verdict = await self._request_verdict(call)
+        if isinstance(verdict, DeliverLate):
+            observe("rpc.abandon", call, None)
+            host.start_soon(self._deliver_late, host, call, self._late_ms(verdict.ms, call))
+            raise RequestAbandoned(
+                f"request {operation} #{call.seq} on link {self.name!r} to scope {scope_id!r} "
+                "was abandoned by its caller: the wire may still deliver it and the operation run"
+            )
+        if verdict == "drop":
             observe("rpc.drop", call, None)
             raise RequestDropped(
                 f"request {operation} #{call.seq} on link {self.name!r} to scope {scope_id!r} "
@@ -158,11 +179,31 @@ class Link:
         observe("rpc.deliver", call, outcome)
         return outcome.unwrap()
 
-    async def _request_verdict(self, call: LinkCall) -> bool:
+    async def _deliver_late(self, host: ScopeHost, call: LinkCall, ms: float) -> None:
+        """The abandoned request's own way to the scope: it runs there, and nobody hears back."""
+        await host.network.sleep_ms(ms)
+        host.observe_rpc("rpc.late", call, None)
+        try:
+            outcome = await host.execute(call.scope_id, call.operation, call.args)
+        except ScopeHostError:
+            return  # the host closed while the request was in flight: it never arrived
+        host.observe_rpc("rpc.exec", call, outcome)
+        host.observe_rpc("rpc.drop", call, outcome)
+
+    def _late_ms(self, ms: float, call: LinkCall) -> float:
+        if not ms >= 0:
+            raise ValueError(
+                f"link {self.name!r} was told to deliver {call.operation!r} #{call.seq} {ms!r} ms "
+                "late; a late delivery's delay must be a number >= 0"
+            )
+        return float(ms)
+
+    async def _request_verdict(self, call: LinkCall) -> RequestVerdict:
         for hook in list(self._request_hooks):
-            if await hook(call) == "drop":
-                return True
-        return _take(self._request_drops, call)
+            verdict = await hook(call)
+            if verdict is not None:
+                return verdict
+        return "drop" if _take(self._request_drops, call) else None
 
     async def _reply_verdict(self, call: LinkCall, outcome: LinkOutcome) -> bool:
         for hook in list(self._reply_hooks):

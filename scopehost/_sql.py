@@ -1,7 +1,9 @@
 """The spec's DDL and statements, verbatim, plus the reads the design fixes.
 
 Copied character for character from the spec so that a database written here reads the same to the
-original platform and back; ``tests/scopehost/test_sql.py`` checks them against the spec file.
+original platform and back; ``tests/scopehost/test_sql.py`` checks them against the copy of the
+original constants in ``tests/scopehost/spec_sql.json``. docs/protocol.md ("The SQL contract")
+says what each statement does.
 """
 
 from typing import Final

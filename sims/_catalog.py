@@ -440,7 +440,8 @@ def _walk_setup(seed: int) -> WorldSetup:
         for first in sorted(rng.sample(range(100, 200_000), 20))
     )
     # A record_step request lost on the wire after its effect landed: the one window where the
-    # spec lets an effect land twice ("a stop after fn's effect lands and before recordStep").
+    # spec lets an effect land twice: the effect landed, its record did not (docs/protocol.md,
+    # "The at-least-once windows").
     lost_records = tuple(
         DropLeg(drive=drive, operation="record_step", nth=nth, leg="request")
         for drive in ("cron", "alarm")

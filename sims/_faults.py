@@ -39,6 +39,18 @@ class DropLeg:
 
 
 @attrs.frozen(kw_only=True)
+class LateRequest:
+    """The ``nth`` ``operation`` request of ``drive`` is abandoned by its caller (who gets a
+    transport error at once, as a timeout gives) and delivered to the scope ``ms`` later all the
+    same: the at-least-once wire, where a stale owner's write can land during a later pass."""
+
+    drive: str
+    operation: str
+    nth: int
+    ms: float
+
+
+@attrs.frozen(kw_only=True)
 class Evict:
     """Abort ``scope``'s actor at ``at_ms`` of virtual time."""
 
@@ -100,7 +112,14 @@ class UpstreamFailure:
 
 
 Fault: TypeAlias = (
-    DelayLeg | DropLeg | Evict | CrashDrive | PauseDrive | StoreClockFault | UpstreamFailure
+    DelayLeg
+    | DropLeg
+    | LateRequest
+    | Evict
+    | CrashDrive
+    | PauseDrive
+    | StoreClockFault
+    | UpstreamFailure
 )
 FAULT_KINDS: tuple[type, ...] = (
     DelayLeg,
@@ -110,6 +129,7 @@ FAULT_KINDS: tuple[type, ...] = (
     PauseDrive,
     StoreClockFault,
     UpstreamFailure,
+    LateRequest,
 )
 OPERATIONS = (
     "claim",
@@ -193,6 +213,15 @@ def draw_plan(
                         operation=rng.choice(OPERATIONS),
                         nth=rng.randint(1, 4),
                         leg=rng.choice(("request", "reply")),
+                    )
+                )
+            elif kind is LateRequest:
+                faults.append(
+                    LateRequest(
+                        drive=drive,
+                        operation=rng.choice(OPERATIONS),
+                        nth=rng.randint(1, 4),
+                        ms=rng.choice(delays),
                     )
                 )
             elif kind is Evict:

@@ -76,6 +76,16 @@ _TELLERS: dict[str, Teller] = {
     "fault.delay": lambda e: (
         f"fault: the {e['leg']} of {e['op']} #{e['seq']} is held {e['ms']:g} ms"
     ),
+    "fault.late": lambda e: (
+        f"fault: the caller gives up on {e['op']} #{e['seq']}; the wire delivers it "
+        f"{e['ms']:g} ms later anyway"
+    ),
+    "rpc.abandon": lambda e: (
+        f"gives up on {e['op']} #{e['seq']} (a transport error): it may still run"
+    ),
+    "rpc.late": lambda e: (
+        f"the abandoned {e['op']} #{e['seq']} reaches scope {e['scope']} late, and runs there"
+    ),
     "fault.pause": lambda e: f"fault: stops for {e['ms']:g} ms ({e['where']} {e['nth']})",
     "fault.crash": lambda e: f"fault: killed; back in {e['down_ms']:g} ms",
     "fault.evict": lambda e: f"fault: scope {e['scope']} evicted",

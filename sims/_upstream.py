@@ -1,6 +1,7 @@
 """A fake external system for handlers to walk: numbered objects, transient failures, counted calls.
 
-It stands for the spec's opening example ("walk 100 000 objects in an external system"): the walk
+It stands for the spec's opening example, a walk of 100 000 objects in an external system
+(docs/protocol.md, "The problem"): the walk
 must survive its refusals by continuing where it stopped, and the counts afterwards say how often
 each object was fetched, which is the evidence of at-least-once.
 """

@@ -35,16 +35,26 @@ from driver import (
 )
 from scopehost import (
     DEFAULT_EPOCH_MS,
+    DeliverLate,
     LegDelay,
     Link,
     LinkCall,
     LinkOutcome,
+    RequestVerdict,
     ScopeHost,
     Verdict,
     describe,
 )
 
-from ._faults import CrashDrive, DelayLeg, DropLeg, Evict, FaultPlan, PauseDrive
+from ._faults import (
+    CrashDrive,
+    DelayLeg,
+    DropLeg,
+    Evict,
+    FaultPlan,
+    LateRequest,
+    PauseDrive,
+)
 from ._recording import RecordingJobDriver
 from ._trace import Trace
 from ._upstream import Upstream
@@ -114,6 +124,12 @@ class SimDrive:
                     self._leg_plan[where] = (delay + fault.ms, drop)
                 else:
                     self._leg_plan[where] = (delay, True)
+        # Requests this drive gives up on and the wire delivers late, by (operation, nth).
+        self._late_plan: dict[tuple[str, int], float] = {
+            (fault.operation, fault.nth): fault.ms
+            for fault in world.plan.faults
+            if isinstance(fault, LateRequest) and fault.drive == spec.name
+        }
         self._reached: Counter[str] = Counter()
         self._work: trio.CancelScope | None = None
         self.down_until_ms = -math.inf
@@ -122,12 +138,19 @@ class SimDrive:
 
     # -- faults on the wire ---------------------------------------------------------------------
 
-    async def _on_request(self, call: LinkCall) -> Verdict:
+    async def _on_request(self, call: LinkCall) -> RequestVerdict:
         self._calls[call.operation] += 1
-        self._call_index[call.seq] = self._calls[call.operation]
-        verdict = await self._apply(call, "request")
-        if verdict == "drop":
-            # A dropped request never executes, so its reply hook will not run to forget it.
+        nth = self._call_index[call.seq] = self._calls[call.operation]
+        verdict: RequestVerdict = await self._apply(call, "request")
+        late = self._late_plan.get((call.operation, nth)) if self._late_plan else None
+        if verdict is None and late is not None:
+            self.world.trace.record(
+                "fault.late",
+                {"drive": self.name, "op": call.operation, "seq": call.seq, "ms": late},
+            )
+            verdict = DeliverLate(late)
+        if verdict is not None:
+            # A dropped or abandoned request's reply hook will not run to forget it.
             self._call_index.pop(call.seq, None)
         return verdict
 

@@ -11,11 +11,14 @@ import trio.testing
 from driver import JobRunFilter, parse_iso_ms
 from scopehost import (
     DEFAULT_EPOCH_MS,
+    DeliverLate,
     Link,
     LinkCall,
     LinkOutcome,
     ReplyDropped,
+    RequestAbandoned,
     RequestDropped,
+    RequestVerdict,
     StoreClock,
     Verdict,
     open_scope_host,
@@ -70,6 +73,44 @@ async def test_a_dropped_reply_leaves_the_write_done(
         ):
             await stub.start_or_join(row.key, row)
         assert [r.id for r in await stub.list(JobRunFilter())] == ["01RUNA"]
+
+
+async def test_an_abandoned_request_is_delivered_late_and_its_write_lands(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    seen: list[tuple[str, float, str]] = []
+
+    def observer(event: str, fields: dict[str, object]) -> None:
+        seen.append((event, trio.current_time(), str(fields.get("leg", ""))))
+
+    async with open_scope_host(observer=observer) as host:
+
+        async def abandon_starts(call: LinkCall) -> RequestVerdict:
+            return DeliverLate(500) if call.operation == "start_or_join" else None
+
+        link = Link(request_ms=10)
+        link.add_request_hook(abandon_starts)
+        stub = host.stub("s1", link=link)
+        row = new_row("01RUNA")
+        with pytest.raises(
+            RequestAbandoned,
+            match=r"^request start_or_join #1 on link 'link' to scope 's1' was abandoned by its "
+            r"caller: the wire may still deliver it and the operation run$",
+        ):
+            await stub.start_or_join(row.key, row)
+        assert trio.current_time() == pytest.approx(0.01)
+        assert await host.stub("s1").list(JobRunFilter()) == []
+        await host.sleep_ms(600)
+        assert [r.id for r in await host.stub("s1").list(JobRunFilter())] == ["01RUNA"]
+    late = [(event, round(t, 3), leg) for event, t, leg in seen if event != "rpc.send"]
+    assert late[:6] == [
+        ("rpc.abandon", 0.01, ""),
+        ("rpc.exec", 0.01, ""),  # the direct link's list, empty
+        ("rpc.deliver", 0.01, ""),
+        ("rpc.late", 0.51, ""),
+        ("rpc.exec", 0.51, ""),
+        ("rpc.drop", 0.51, "reply"),
+    ]
 
 
 async def test_a_held_reply_is_late_and_rivals_are_not_held_with_it(

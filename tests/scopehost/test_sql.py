@@ -1,7 +1,8 @@
 """The SQL is the spec's, character for character.
 
 ``spec_sql.json`` holds every constant the spec declares with a literal value, copied once from the
-spec's declaration file, so this check runs from a fresh clone where the spec itself may be absent.
+original platform's declaration of its job-run module. The repository keeps that copy, so this
+check needs nothing outside it; docs/protocol.md ("The SQL contract") explains the statements.
 """
 
 from __future__ import annotations

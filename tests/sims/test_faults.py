@@ -10,10 +10,13 @@ from sims import (
     CrashDrive,
     DelayLeg,
     FaultPlan,
+    LateRequest,
     PauseDrive,
     UpstreamFailure,
     draw_plan,
     plan_from_text,
+    simulate,
+    story_lines,
 )
 
 
@@ -45,6 +48,7 @@ def test_a_printed_plan_reads_back() -> None:
             CrashDrive(drive="alarm", at_ms=30.0, down_ms=-0.0),
             PauseDrive(drive="cron", nth=2, ms=999.0, where="after-effect"),
             UpstreamFailure(first=3, count=2, what="page"),
+            LateRequest(drive="cron", operation="record_step", nth=2, ms=1500.0),
         )
     )
     assert plan_from_text(repr(plan)) == plan
@@ -63,3 +67,30 @@ def test_a_printed_plan_reads_back() -> None:
 def test_a_plan_that_is_not_a_plan_is_refused(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         plan_from_text(text)
+
+
+def test_an_abandoned_request_runs_late_and_the_story_says_so() -> None:
+    plan = FaultPlan((LateRequest(drive="cron", operation="record_step", nth=2, ms=1500.0),))
+    sim = simulate("late-begin", 0, plan=plan)
+    events = sim.outcome.trace.events
+    late = next(e for e in events if e["ev"] == "fault.late")
+    legs = [
+        (e["ev"], e["t"], e.get("result"))
+        for e in events
+        if e.get("link") == "cron" and e.get("seq") == late["seq"] and e["ev"] != "rpc.send"
+    ]
+    # The caller gives up at once; 1500 ms later the request runs, after the alarm finished the
+    # run, so the stale owner's step record is refused; its reply goes nowhere.
+    assert legs == [
+        ("rpc.abandon", 19.0, None),
+        ("rpc.late", 1519.0, None),
+        ("rpc.exec", 1519.0, False),
+        ("rpc.drop", 1519.0, False),
+    ]
+    assert sim.report.ok
+    story = "\n".join(story_lines(events))
+    assert (
+        "fault: the caller gives up on record_step #10; the wire delivers it 1500 ms later anyway"
+        in story
+    )
+    assert "the abandoned record_step #10 reaches scope scope-1 late, and runs there" in story

@@ -1,0 +1,246 @@
+"""The repository stands alone: every relative link in its markdown resolves, and nothing in it
+sends a reader to material outside it.
+
+A link is checked the way a markdown viewer follows it: the path, relative to the file that holds
+it, must name a file or folder inside the repository, and a ``#fragment`` into a markdown file must
+name one of its headings (slugged as the common viewers slug them) or an explicit anchor. Links
+inside code spans and fenced blocks are text, not links, and are not followed.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Spelled in pieces so that this file does not itself point where it forbids pointing.
+FORBIDDEN = (
+    "../" + "shared",
+    "job-run" + ".d.ts",
+    "/" + "work/",
+)
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
+_INLINE_LINK = re.compile(
+    r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)"
+)
+_REFERENCE_DEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$")
+_HTML_ANCHOR = re.compile(r"<a\s+(?:[^>]*\s)?(?:id|name)=\"([^\"]+)\"")
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def repository_files(root: Path) -> list[Path]:
+    """Every file a clone holds (tracked, or new and not ignored), relative to ``root``."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=root,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        listed = ""
+    if listed:
+        return sorted(Path(name) for name in listed.split("\0") if name and (root / name).is_file())
+    # Not a git checkout (an unpacked archive): everything but the tool caches and the venv.
+    skip = {"__pycache__", "build", "out"}
+    return sorted(
+        path.relative_to(root)
+        for path in root.rglob("*")
+        if path.is_file()
+        and not any(
+            part.startswith(".") or part in skip or part.endswith(".egg-info")
+            for part in path.relative_to(root).parts[:-1]
+        )
+    )
+
+
+def unfenced_lines(text: str) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` for every line outside fenced code blocks."""
+    fenced = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if not fenced:
+            yield number, line
+
+
+def links(text: str) -> Iterator[tuple[int, str]]:
+    """Every link target in markdown ``text``: inline links, images and reference definitions."""
+    for number, line in unfenced_lines(text):
+        line = _CODE_SPAN.sub("", line)
+        for match in _INLINE_LINK.finditer(line):
+            yield number, match.group(1)
+        definition = _REFERENCE_DEF.match(line)
+        if definition:
+            yield number, definition.group(1)
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as the common markdown viewers make it: the text without its inline
+    markup, lowercased, punctuation dropped, spaces turned into hyphens."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    text = text.replace("`", "").replace("*", "")
+    text = re.sub(r"<[^>]+>", "", text).strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """The fragments a link into this markdown may name: heading slugs (a repeated heading gets
+    ``-1``, ``-2``, ...) and explicit ``<a id>``/``<a name>`` anchors."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for _, line in unfenced_lines(text):
+        heading = _HEADING.match(line)
+        if heading:
+            base = slug(heading.group(2))
+            count = seen.get(base, 0)
+            seen[base] = count + 1
+            found.add(base if count == 0 else f"{base}-{count}")
+        found.update(_HTML_ANCHOR.findall(line))
+    return found
+
+
+def broken_links(root: Path, document: Path) -> list[str]:
+    """Why each relative link in ``document`` (relative to ``root``) does not resolve."""
+    problems = []
+    text = (root / document).read_text(encoding="utf-8")
+    for number, target in links(text):
+        if not target or _SCHEME.match(target) or target.startswith("//"):
+            continue
+        path_part, _, fragment = target.partition("#")
+        path_part = unquote(path_part.partition("?")[0])
+        where = f"{document}:{number}: link {target!r}"
+        if path_part.startswith("/"):
+            problems.append(f"{where} is absolute; make it relative to {document.parent}/")
+            continue
+        here = root / document
+        resolved = (here.parent / path_part).resolve() if path_part else here.resolve()
+        if not resolved.is_relative_to(root.resolve()):
+            problems.append(f"{where} leaves the repository")
+        elif not resolved.exists():
+            problems.append(f"{where} names no file in the repository")
+        elif fragment and resolved.suffix == ".md" and resolved.is_file():
+            names = anchors(resolved.read_text(encoding="utf-8"))
+            if unquote(fragment).lower() not in names:
+                problems.append(f"{where}: {resolved.name} has no heading or anchor {fragment!r}")
+    return problems
+
+
+def outside_pointers(root: Path, files: list[Path]) -> list[str]:
+    """Each line of a text file in the repository that points at material outside it."""
+    problems = []
+    for name in files:
+        try:
+            text = (root / name).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue  # not text
+        for number, line in enumerate(text.splitlines(), start=1):
+            for needle in FORBIDDEN:
+                if needle in line:
+                    problems.append(f"{name}:{number}: {needle!r} is outside the repository")
+    return problems
+
+
+def markdown_files(files: list[Path]) -> list[Path]:
+    return [name for name in files if name.suffix == ".md"]
+
+
+# -- the repository --------------------------------------------------------------------------------
+
+
+def test_the_readme_and_the_docs_index_are_among_the_documents_checked() -> None:
+    documents = markdown_files(repository_files(ROOT))
+    assert Path("README.md") in documents
+    assert Path("docs/README.md") in documents
+    assert Path("docs/protocol.md") in documents
+
+
+def test_every_relative_link_in_the_markdown_resolves() -> None:
+    problems = [
+        problem
+        for document in markdown_files(repository_files(ROOT))
+        for problem in broken_links(ROOT, document)
+    ]
+    assert problems == []
+
+
+def test_no_file_points_readers_outside_the_repository() -> None:
+    assert outside_pointers(ROOT, repository_files(ROOT)) == []
+
+
+def test_the_docs_index_links_every_document_in_docs() -> None:
+    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    linked = {target.partition("#")[0] for _, target in links(index)}
+    present = {path.name for path in (ROOT / "docs").glob("*.md")} - {"README.md"}
+    assert sorted(present - linked) == []
+
+
+# -- the checks themselves can fail ----------------------------------------------------------------
+
+
+def _write(root: Path, name: str, text: str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return Path(name)
+
+
+def test_a_missing_file_a_missing_heading_and_an_escape_are_each_reported(tmp_path: Path) -> None:
+    _write(tmp_path, "docs/there.md", "# The lease\n\n## `BEGIN`: the commitment point\n")
+    doc = _write(
+        tmp_path,
+        "docs/index.md",
+        "[ok](there.md) [ok](there.md#begin-the-commitment-point) [ok](#an-anchor)\n"
+        '<a id="an-anchor"></a>\n'
+        "[gone](missing.md) and [wrong](there.md#the-claim)\n"
+        "[out](../../elsewhere.md) [abs](/etc/passwd) [web](https://example.com/x.md)\n"
+        "`[code](not-a-link.md)`\n"
+        "```\n[fenced](not-a-link-either.md)\n```\n"
+        "[ref]: also-missing.md\n",
+    )
+    assert broken_links(tmp_path, doc) == [
+        "docs/index.md:3: link 'missing.md' names no file in the repository",
+        "docs/index.md:3: link 'there.md#the-claim': there.md has no heading or anchor 'the-claim'",
+        "docs/index.md:4: link '../../elsewhere.md' leaves the repository",
+        "docs/index.md:4: link '/etc/passwd' is absolute; make it relative to docs/",
+        "docs/index.md:9: link 'also-missing.md' names no file in the repository",
+    ]
+
+
+def test_repeated_headings_get_numbered_anchors() -> None:
+    assert anchors("# Runs\n## Runs\n## A run's *state*, in [words](x.md)\n") == {
+        "runs",
+        "runs-1",
+        "a-runs-state-in-words",
+    }
+
+
+def test_a_pointer_outside_the_repository_is_reported(tmp_path: Path) -> None:
+    files = [
+        _write(tmp_path, "a.py", f"# see {FORBIDDEN[0]}/spec\n"),
+        _write(tmp_path, "b.md", f"ok\nread {FORBIDDEN[1]}\n"),
+        _write(tmp_path, "c.txt", "nothing outside\n"),
+    ]
+    (tmp_path / "d.bin").write_bytes(b"\xff\xfe" + FORBIDDEN[2].encode())
+    files.append(Path("d.bin"))
+    assert outside_pointers(tmp_path, files) == [
+        f"a.py:1: {FORBIDDEN[0]!r} is outside the repository",
+        f"b.md:2: {FORBIDDEN[1]!r} is outside the repository",
+    ]
+
+
+@pytest.mark.parametrize("needle", FORBIDDEN)
+def test_each_forbidden_pointer_is_looked_for(tmp_path: Path, needle: str) -> None:
+    name = _write(tmp_path, "x.md", f"see {needle}\n")
+    assert outside_pointers(tmp_path, [name]) != []
