@@ -34,10 +34,16 @@ class Message:
     args: tuple[Any, ...]
     done: trio.Event = attrs.field(factory=trio.Event)
     outcome: LinkOutcome | None = None
+    #: Told the answer the moment the actor settles it, in the actor's task: so a trace records
+    #: executions in the order the store ran them (several callers woken by one actor turn resume
+    #: in the scheduler's order), and records them even when the caller was cancelled meanwhile.
+    on_settle: Callable[[LinkOutcome], None] | None = None
 
     def settle(self, outcome: LinkOutcome) -> None:
         self.outcome = outcome
         self.done.set()
+        if self.on_settle is not None:
+            self.on_settle(outcome)
 
 
 class ScopeActor:

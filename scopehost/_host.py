@@ -130,11 +130,19 @@ class ScopeHost:
 
     # -- what links call ----------------------------------------------------------------------
 
-    async def execute(self, scope_id: str, operation: str, args: tuple[Any, ...]) -> LinkOutcome:
-        """Queue one operation at the scope's actor and wait for its answer."""
+    async def execute(
+        self,
+        scope_id: str,
+        operation: str,
+        args: tuple[Any, ...],
+        *,
+        on_settle: Callable[[LinkOutcome], None] | None = None,
+    ) -> LinkOutcome:
+        """Queue one operation at the scope's actor and wait for its answer (``on_settle`` is told
+        it as the actor settles it, whether or not this caller is still waiting)."""
         if self.closed:
             raise HostClosed(f"{operation} on scope {scope_id!r}: the scope host is closed")
-        message = Message(operation, args)
+        message = Message(operation, args, on_settle=on_settle)
         self._actor(scope_id).submit(message)
         await message.done.wait()
         assert message.outcome is not None

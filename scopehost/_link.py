@@ -166,8 +166,9 @@ class Link:
                 f"request {operation} #{call.seq} on link {self.name!r} to scope {scope_id!r} "
                 "was dropped: the operation did not run"
             )
-        outcome = await host.execute(scope_id, operation, args)
-        observe("rpc.exec", call, outcome)
+        outcome = await host.execute(
+            scope_id, operation, args, on_settle=lambda outcome: observe("rpc.exec", call, outcome)
+        )
         dropped = await self._reply_verdict(call, outcome)
         await host.network.sleep_ms(self.delay_ms(self.reply_ms, call))
         if dropped:
@@ -184,10 +185,14 @@ class Link:
         await host.network.sleep_ms(ms)
         host.observe_rpc("rpc.late", call, None)
         try:
-            outcome = await host.execute(call.scope_id, call.operation, call.args)
+            outcome = await host.execute(
+                call.scope_id,
+                call.operation,
+                call.args,
+                on_settle=lambda outcome: host.observe_rpc("rpc.exec", call, outcome),
+            )
         except ScopeHostError:
             return  # the host closed while the request was in flight: it never arrived
-        host.observe_rpc("rpc.exec", call, outcome)
         host.observe_rpc("rpc.drop", call, outcome)
 
     def _late_ms(self, ms: float, call: LinkCall) -> float:

@@ -553,7 +553,9 @@ class TraceChecker:
             if any(p.invoke_t is not None for p in self.passes_of.get(run_id, [])):
                 continue
             reason = self.runs[run_id].failed_by if run_id in self.runs else None
-            if reason in ("admission exhaustion", "erasure"):
+            if (row["last_error"] or "").startswith("not carried: "):
+                reason = "import into another scope"
+            if reason in ("admission exhaustion", "erasure", "import into another scope"):
                 self.explained(
                     "failed-without-invocation",
                     run_id,

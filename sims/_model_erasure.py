@@ -129,15 +129,16 @@ def erase_subject(runs: dict[str, Row], steps: Steps, subject: str, now: str) ->
 def _declared_holds(row: Row, own: list[Row], subject: str) -> bool:
     """A declaring run still holds something: a value not yet the subject's tombstone, or an error
     text other than the redaction note."""
-    note = _note(row)
     values = [row["payload"], row["cursor"], *(s["result"] for s in own)]
     if any(v is not None and tombstone_of(v) != subject for v in values):
         return True
     errors = [row["last_error"], *(s["last_error"] for s in own)]
-    return any(e is not None and e != note for e in errors)
+    return any(e is not None and e not in _NOTES for e in errors)
 
 
 _STATUSES = ("running", "done", "failed")
+#: Either redaction note: an error text erasure already wrote holds nothing more.
+_NOTES = (JOB_ERASED_RUNNING_NOTE, JOB_ERASED_FINISHED_NOTE)
 
 
 def not_carried(source: str) -> str:

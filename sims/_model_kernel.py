@@ -87,6 +87,9 @@ class StepModel:
     value: Any = None
     has_value: bool = False
     record_expected: bool = False
+    #: The kernel must refuse this step without touching the store (a reused name, or a pass
+    #: already stopped).
+    refused: bool = False
 
 
 @attrs.define
@@ -545,13 +548,13 @@ class KernelModel:
             narrower = own.max_attempts < p.job.max_attempts
             self.probe("policy.step-narrower" if narrower else "policy.step-wider")
         if p.lost or p.spent is not None:
-            p.step = StepModel(name, p.job)
+            p.step = StepModel(name, p.job, refused=True)
             return
         if name in p.used:
             self.probe("step.reused")
             if p.failure is None:
                 p.failure = Failure(None, p.job, False)
-            p.step = StepModel(name, p.job)
+            p.step = StepModel(name, p.job, refused=True)
             return
         p.used.add(name)
         p.step = StepModel(name, p.job.narrowed(e["retry"]))
@@ -560,12 +563,13 @@ class KernelModel:
     def on_begin_step_send(self, e: Row, p: PassModel) -> None:
         step = p.step
         name = e["args"][1]
-        if step is None or step.name != name or step.boundary_sent or name not in p.used:
+        if step is None or step.name != name or step.boundary_sent or step.refused:
             why = (
                 "its pass had already lost the run or spent a step"
                 if p.lost or p.spent is not None
-                else "the name was already used in this pass"
-                if step is not None and step.name == name and step.boundary_sent is False
+                else "the name was already used in this pass, and a second step() under one "
+                "name is refused (JOB_STEP_REUSED) before it can read the first one's memo"
+                if step is not None and step.refused
                 else "no step asked for it"
             )
             self.report(

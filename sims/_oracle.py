@@ -97,7 +97,14 @@ class Oracle:
         elif ev == "rpc.exec":
             self._exec(e)
         elif ev == "rpc.deliver" or ev == "rpc.drop":
+            self.sent.pop((e["link"], e["seq"]), None)
             self._leg_end(e)
+        elif ev == "rpc.abandon":
+            # The caller gave up at once (it never hears back); the wire may still deliver the
+            # request later, so its arguments are kept for that execution.
+            self._leg_end(e)
+        elif ev == "rpc.late":
+            self.probe("request.late")
         else:
             handler = _EVENTS.get(ev)
             if handler is not None:
@@ -132,7 +139,6 @@ class Oracle:
 
     def _leg_end(self, e: Row) -> None:
         key = (e["link"], e["seq"])
-        self.sent.pop(key, None)
         op = e["op"]
         if op == "due_keys":
             self.kernel.on_due_reply(e)

@@ -33,6 +33,7 @@ PROBES: Final[dict[str, str]] = {
     "deferral": "the host's system door said 'not now': deferred, nothing charged",
     "pass.lost-at-boundary": "a stale pass learned at a step boundary that it lost its lease",
     "outcome.refused": "a stale pass's outcome write was refused",
+    "request.late": "a request its caller gave up on reached the scope late (at-least-once wire)",
     "stale-write.refused": "a write by an owner that no longer held the run was refused",
     "late-begin.overlap": "a late BEGIN reply: two passes of one run overlapped (documented)",
     "erasure.mid-pass": "a subject erasure settled a run while a pass held it",

@@ -30,7 +30,7 @@ from scopehost import (
 from ._ablation import ablated
 from ._checks import CheckReport, TraceChecker
 from ._faults import NO_FAULTS, FaultPlan, StoreClockFault, UpstreamFailure
-from ._trace import Trace
+from ._trace import TRACE_FORMAT, Trace
 from ._upstream import Upstream
 from ._world import World
 
@@ -105,7 +105,10 @@ async def _main(
 ) -> WorldOutcome:
     checker = TraceChecker()
     trace = Trace(enabled=setup.trace, listeners=[checker.observe])
-    trace.record("world.begin", {"seed": seed, "plan": repr(setup.plan), **meta})
+    trace.record(
+        "world.begin",
+        {"format": TRACE_FORMAT, "seed": seed, "plan": repr(setup.plan), **meta},
+    )
     upstream = Upstream(setup.objects, _failing_calls(setup.plan))
 
     def observe_rpc(event: str, fields: dict[str, Any]) -> None:
