@@ -91,7 +91,7 @@ def format_ms(ms: float) -> str:
 def admission_miss_warning(
     *, module_id: str, job: str, lease_ms: int, waited_ms: float, miss: int
 ) -> str:
-    """The design's admission-miss warning, word for word."""
+    """The admission-miss warning, word for word as docs/protocol.md ("Admission misses") has it."""
     return (
         f"job {module_id}/{job}: claim not begun in time — leaseMs {format_ms(lease_ms)}, "
         f"margin {format_ms(lease_ms * JOB_LEASE_ENTRY_MARGIN)} ms, claim and begin took "

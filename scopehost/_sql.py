@@ -1,4 +1,4 @@
-"""The spec's DDL and statements, verbatim, plus the reads the design fixes.
+"""The spec's DDL and statements, verbatim, plus the reads it describes only in prose.
 
 Copied character for character from the spec so that a database written here reads the same to the
 original platform and back; ``tests/scopehost/test_sql.py`` checks them against the copy of the

@@ -36,8 +36,8 @@ from ._world import World
 
 
 def seed_scheduler(seed: int) -> None:
-    """Make Trio's scheduler a function of ``seed`` (design.md §5): deterministic batches, shuffled
-    by a random source seeded here, before each ``trio.run``."""
+    """Make Trio's scheduler a function of ``seed`` (README, "The simulator"): deterministic
+    batches, shuffled by a random source seeded here, before each ``trio.run``."""
     trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
     trio._core._run._r.seed(seed)
 

@@ -17,6 +17,8 @@ from urllib.parse import unquote
 
 import pytest
 
+import driver
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Spelled in pieces so that this file does not itself point where it forbids pointing.
@@ -24,6 +26,7 @@ FORBIDDEN = (
     "../" + "shared",
     "job-run" + ".d.ts",
     "/" + "work/",
+    "design" + ".md",
 )
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -186,6 +189,54 @@ def test_the_docs_index_links_every_document_in_docs() -> None:
     assert sorted(present - linked) == []
 
 
+_TABLE_ROW = re.compile(r"^\|\s*`(\w+)`\s*\|([^|]*)\|")
+_NUMBER = re.compile(r"\d+(?: \d{3})*(?:\.\d+)?")
+_QUOTED = re.compile(r'`"(.*?)"`')
+
+
+def documented_values(text: str) -> dict[str, object]:
+    """``NAME -> value`` from the rows of docs/protocol.md's table of values: numbers as written
+    (``900 000`` is 900000), strings in code spans, several strings as a tuple."""
+    section = text.partition("## Values the protocol leaves open")[2].partition("\n## ")[0]
+    values: dict[str, object] = {}
+    for line in section.splitlines():
+        row = _TABLE_ROW.match(line)
+        if not row:
+            continue
+        name, cell = row.groups()
+        quoted = _QUOTED.findall(cell)
+        if quoted:
+            values[name] = quoted[0] if len(quoted) == 1 else tuple(quoted)
+            continue
+        number = _NUMBER.search(cell)
+        if number:
+            literal = number.group().replace(" ", "")
+            values[name] = float(literal) if "." in literal else int(literal)
+    return values
+
+
+def driver_constants() -> dict[str, object]:
+    """Every value constant ``driver`` exports under a ``JOB_`` name, and the door's reason."""
+    return {
+        name: getattr(driver, name)
+        for name in driver.__all__
+        if (name.startswith("JOB_") or name == "SYSTEM_DOOR_WAIT")
+        and not callable(getattr(driver, name))
+    }
+
+
+def test_the_protocol_tables_every_constant_of_the_driver_with_its_value() -> None:
+    documented = documented_values((ROOT / "docs" / "protocol.md").read_text(encoding="utf-8"))
+    constants = driver_constants()
+    missing = sorted(set(constants) - set(documented))
+    assert missing == [], (
+        "docs/protocol.md, 'Values the protocol leaves open', has no row for these; "
+        "add one per constant with its value and what it is for"
+    )
+    wrong = {name: (documented[name], value) for name, value in constants.items()}
+    assert {name: pair for name, pair in wrong.items() if pair[0] != pair[1]} == {}
+
+
 # -- the checks themselves can fail ----------------------------------------------------------------
 
 
@@ -244,3 +295,13 @@ def test_a_pointer_outside_the_repository_is_reported(tmp_path: Path) -> None:
 def test_each_forbidden_pointer_is_looked_for(tmp_path: Path, needle: str) -> None:
     name = _write(tmp_path, "x.md", f"see {needle}\n")
     assert outside_pointers(tmp_path, [name]) != []
+
+
+def test_a_documented_value_is_read_as_written() -> None:
+    text = (
+        "## Values the protocol leaves open\n\n| name | value | meaning |\n|---|---|---|\n"
+        "| `A_MS` | 900 000 ms (15 min) | x |\n| `B` | 0.25 | y |\n"
+        '| `C` | `"one"` | z |\n| `D` | `"x"`, `"y"` | w |\n| not a name | 3 | v |\n'
+        "\n## The next section\n\n| `E` | 4 | u |\n"
+    )
+    assert documented_values(text) == {"A_MS": 900_000, "B": 0.25, "C": "one", "D": ("x", "y")}

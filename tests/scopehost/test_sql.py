@@ -23,7 +23,7 @@ _FIXTURE = Path(__file__).with_name("spec_sql.json")
 SPEC: dict[str, Any] = json.loads(_FIXTURE.read_text(encoding="utf-8"))["constants"]
 
 SPEC_STATEMENTS = sorted(name for name in SPEC if name.endswith(("_SQL", "_DDL")))
-#: Statements the design fixes that the spec only describes in prose.
+#: Statements this implementation fixes that the spec only describes in prose.
 DESIGN_STATEMENTS = {
     "JOB_RUN_DUE_SQL": (
         "SELECT id, module_id, job FROM _substrat_job_runs WHERE status = 'running' AND "
