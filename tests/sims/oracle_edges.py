@@ -88,8 +88,8 @@ def _expect(simulation: Any) -> list[str]:
 
 
 def _setup(seed: int) -> WorldSetup:
-    # The late drive's first claims answer late (admission misses); one BEGIN request arrives too late
-    # for the store to admit it (refused).
+    # The late drive's first claims answer late (admission misses); one BEGIN request arrives too
+    # late for the store to admit it (refused).
     late = tuple(
         DelayLeg(drive="late", operation="claim", nth=nth, leg="reply", ms=800.0)
         for nth in range(1, 12)
