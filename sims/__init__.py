@@ -3,11 +3,30 @@
 One seed determines a whole world — Trio's scheduling, every latency and fault, every id — so any
 interleaving of drives, scopes and faults can be produced, checked against the spec's guarantees,
 replayed byte for byte, shrunk and looked at. ``python -m sims list`` shows the scenarios.
+
+Simulating your own job needs only the names here: :func:`scenario` registers a world-driving
+function; the :class:`World` it gets adds drives (:class:`DriveSpec`), your jobs
+(``World.add_job``), starts runs and ticks drives; :class:`WorldSetup` holds the scopes, the lease
+and the :class:`FaultPlan`; :func:`record_effect` records what a step body did, and a scenario's
+``checks`` read the :class:`Trace` (:func:`effects_in` counts effects). Run it with
+``python -m sims run FILE.py:NAME``, or in a test with :func:`check_worlds` (the pytest fixture
+``sims_worlds``). docs/simulating-your-jobs.md walks through it.
 """
 
+from driver import JobPassContext, JobPassResult, JobRun, RetryPolicy
+
 from ._checks import CheckReport, Finding, TraceChecker, check_trace
-from ._explore import explore_plans, fault_plans
+from ._effects import effect_key, effects_in, record_effect
+from ._explore import (
+    Exploration,
+    WorldShape,
+    explore_plans,
+    fault_plans,
+    fault_plans_for,
+    world_shape,
+)
 from ._faults import (
+    NO_FAULTS,
     CrashDrive,
     DelayLeg,
     DropLeg,
@@ -22,12 +41,22 @@ from ._faults import (
     plan_from_text,
 )
 from ._mutants import MUTANTS
-from ._outcome import Facts, Simulation
+from ._outcome import Facts, Simulation, replay_command
 from ._run import WorldOutcome, WorldSetup, run_world, seed_scheduler
-from ._scenarios import SCENARIOS, Scenario, scenario
+from ._scenarios import (
+    SCENARIOS,
+    Expectation,
+    Scenario,
+    ScenarioRef,
+    TraceCheck,
+    find_scenario,
+    load_file,
+    scenario,
+)
 from ._simulate import scenario_names, simulate
 from ._story import story_lines
 from ._sweep import SeedSummary, SweepReport, parse_seeds, sweep
+from ._testing import WorldFailed, check_worlds, describe_failure
 from ._timeline import render_html, render_terminal, write_timeline
 from ._trace import Trace
 from ._upstream import Upstream, UpstreamUnavailable
@@ -35,6 +64,7 @@ from ._world import DriveSpec, SimDrive, World
 
 __all__ = [
     "MUTANTS",
+    "NO_FAULTS",
     "SCENARIOS",
     "CheckReport",
     "CrashDrive",
@@ -42,34 +72,53 @@ __all__ = [
     "DriveSpec",
     "DropLeg",
     "Evict",
+    "Expectation",
+    "Exploration",
     "Facts",
     "Fault",
     "FaultPlan",
     "Finding",
+    "JobPassContext",
+    "JobPassResult",
+    "JobRun",
     "LateRequest",
     "PauseDrive",
+    "RetryPolicy",
     "Scenario",
+    "ScenarioRef",
     "SeedSummary",
     "SimDrive",
     "Simulation",
     "StoreClockFault",
     "SweepReport",
     "Trace",
+    "TraceCheck",
     "TraceChecker",
     "Upstream",
     "UpstreamFailure",
     "UpstreamUnavailable",
     "World",
+    "WorldFailed",
     "WorldOutcome",
     "WorldSetup",
+    "WorldShape",
     "check_trace",
+    "check_worlds",
+    "describe_failure",
     "draw_plan",
+    "effect_key",
+    "effects_in",
     "explore_plans",
     "fault_plans",
+    "fault_plans_for",
+    "find_scenario",
+    "load_file",
     "parse_seeds",
     "plan_from_text",
+    "record_effect",
     "render_html",
     "render_terminal",
+    "replay_command",
     "run_world",
     "scenario",
     "scenario_names",
@@ -77,5 +126,6 @@ __all__ = [
     "simulate",
     "story_lines",
     "sweep",
+    "world_shape",
     "write_timeline",
 ]

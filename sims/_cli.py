@@ -1,22 +1,75 @@
-"""``python -m sims``: list the scenarios, run one, sweep one over seeds, replay a trace."""
+"""``python -m sims``: list scenarios, run one, sweep one over seeds, replay a trace, explore plans.
+
+Every subcommand takes a built-in scenario by name (``late-begin``) or a user's scenario as
+``FILE.py:NAME``. Exit codes: 0 clean, 1 a finding (a violation, a mismatch, a differing replay),
+2 a usage error, told in one line on stderr — never a traceback for a user's mistake.
+
+Each subcommand is an ``_add_*`` function that declares its arguments and a ``_*`` function that
+runs it, joined in ``_COMMANDS``; a new subcommand adds one of each.
+"""
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TextIO
 
 from ._checks import check_trace
-from ._faults import plan_from_text
+from ._conformance_cli import add_conformance_command, conformance_command
+from ._explore import explore_plans
+from ._faults import FaultPlan, plan_from_text
 from ._mutants import MUTANTS
 from ._outcome import Simulation
-from ._scenarios import SCENARIOS
+from ._scenarios import SCENARIOS, Scenario, display_path, find_scenario, load_file
 from ._simulate import simulate
 from ._story import story_lines
-from ._sweep import parse_seeds, progress_bar, sweep
+from ._sweep import parse_seeds, plural, progress_bar, sweep
 from ._timeline import render_terminal, write_timeline
 from ._trace import Trace
+
+
+class UsageError(ValueError):
+    """A user's mistake: told in one line, exit 2."""
+
+
+# -- help ---------------------------------------------------------------------------------------
+
+_SCENARIO_HELP = "a built-in scenario's NAME (see list) or FILE.py:NAME, a scenario in your file"
+
+
+def _mutants_help() -> str:
+    lines = []
+    for name, kind in MUTANTS.items():
+        first = " ".join((kind.__doc__ or "").strip().split("\n\n")[0].split())
+        lines.append(f"  {name:<18} {first}")
+    return "\n".join(lines)
+
+
+def _epilog() -> str:
+    return f"""\
+checks:
+  Every world's trace is read by the invariant checks: the handler runs if and only if BEGIN
+  wrote; two passes of a run overlap only inside a window the spec documents (each overlap is
+  classified); one live run per key; no write after a pass lost its lease; attempts charged as
+  the spec says; admission misses consecutive; one pass in the step ledger; with bounded faults
+  every run ends. A scenario adds its own checks (scenario(..., checks=...)). Details and what
+  each guards: docs/checks.md.
+
+mutants (--mutant M: a store with one of the spec's guards removed, to show a check notices):
+{_mutants_help()}
+  More: docs/mutants.md.
+
+fault plans (--plan): a FaultPlan of faults, written as Python values, e.g.
+  --plan "FaultPlan((DelayLeg(drive='cron', operation='begin', nth=1, leg='reply', ms=1250),))"
+  kinds: DelayLeg, DropLeg (a drive's nth call of an operation, on its request or reply leg),
+  Evict, CrashDrive, PauseDrive, StoreClockFault, UpstreamFailure. Grammar: docs/fault-plans.md.
+
+your own jobs: docs/simulating-your-jobs.md (python -m sims run examples/FILE.py:NAME).
+exit codes: 0 clean, 1 a finding, 2 a usage error."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -24,21 +77,54 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m sims",
         description="Deterministic simulations of the job-run system: seeded worlds, faults, "
         "traces, invariant checks and timelines.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("list", help="list the scenarios")
+    for add in _ADDERS:
+        add(commands)
+    return parser
 
-    run = commands.add_parser("run", help="run one scenario with one seed and tell its story")
-    run.add_argument("name", help="a scenario name (see list)")
+
+def _command(
+    commands: Any, name: str, help: str, *, epilog: str | None = None
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=help,
+        description=help[0].upper() + help[1:] + ".",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+def _add_list(commands: Any) -> None:
+    list_ = _command(
+        commands,
+        "list",
+        "list the built-in scenarios, or those a file defines: one line each, the name first "
+        "(on a terminal, long lines wrap)",
+    )
+    list_.add_argument("file", nargs="?", type=Path, help="a Python file that defines scenarios")
+
+
+def _add_run(commands: Any) -> None:
+    run = _command(
+        commands, "run", "run one scenario with one seed and tell its story", epilog=_epilog()
+    )
+    run.add_argument("scenario", metavar="NAME|FILE.py:NAME", help=_SCENARIO_HELP)
     run.add_argument("--seed", type=int, default=1, help="the world's seed (default 1)")
     run.add_argument("--trace", type=Path, help="write the trace here, as JSON lines")
     run.add_argument("--timeline", type=Path, help="write the timeline here, as HTML")
     run.add_argument("--plan", help="a FaultPlan(...) to use instead of the scenario's own")
-    run.add_argument("--mutant", choices=sorted(MUTANTS), help="run on a deliberately broken store")
+    run.add_argument("--mutant", metavar="M", help="run on a deliberately broken store")
     run.add_argument("--story-lines", type=int, default=200, help="most story lines to print")
 
-    sweep_ = commands.add_parser("sweep", help="run one scenario over a range of seeds")
-    sweep_.add_argument("name", help="a scenario name (see list)")
+
+def _add_sweep(commands: Any) -> None:
+    sweep_ = _command(commands, "sweep", "run one scenario over a range of seeds")
+    sweep_.add_argument("scenario", metavar="NAME|FILE.py:NAME", help=_SCENARIO_HELP)
     sweep_.add_argument("--seeds", required=True, help="A..B (both included), or N")
     where = sweep_.add_mutually_exclusive_group()
     where.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
@@ -47,64 +133,201 @@ def _parser() -> argparse.ArgumentParser:
         metavar="tcp://HOST:PORT",
         help="run the seeds as tasks on this Dask distributed cluster (needs the dask extra)",
     )
-    sweep_.add_argument("--mutant", choices=sorted(MUTANTS), help="sweep a broken store")
+    sweep_.add_argument("--mutant", metavar="M", help="sweep a deliberately broken store")
 
-    replay = commands.add_parser(
-        "replay", help="re-run the world a trace file records, and check it is the same"
+
+def _add_replay(commands: Any) -> None:
+    replay = _command(
+        commands, "replay", "re-run the world a trace file records, and check it is the same"
     )
     replay.add_argument("file", type=Path, help="a trace written by run --trace")
-    return parser
+
+
+def _add_explore(commands: Any) -> None:
+    explore = _command(
+        commands,
+        "explore",
+        "search fault plans for one that makes a check fail, and shrink it to the smallest",
+    )
+    explore.add_argument("scenario", metavar="NAME|FILE.py:NAME", help=_SCENARIO_HELP)
+    explore.add_argument("--seed", type=int, default=1, help="the world's seed (default 1)")
+    explore.add_argument("--mutant", metavar="M", help="explore a deliberately broken store")
+    explore.add_argument(
+        "--examples", type=int, default=300, help="most plans to try (default 300)"
+    )
+    explore.add_argument(
+        "--max-faults", type=int, default=4, help="most faults in one plan (default 4)"
+    )
+
+
+_ADDERS: list[Callable[[Any], None]] = [
+    _add_list,
+    _add_run,
+    _add_sweep,
+    _add_replay,
+    _add_explore,
+    add_conformance_command,
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
     try:
-        if arguments.command == "list":
-            return _list()
-        if arguments.command == "run":
-            return _run(arguments)
-        if arguments.command == "sweep":
-            return _sweep(arguments)
-        return _replay(arguments.file)
+        return _COMMANDS[arguments.command](arguments)
     except ValueError as error:
+        # ValueError is how the simulator refuses input (a scenario, a plan, a seed range, a
+        # file); its message is written to be read as it is.
         print(f"error: {error}", file=sys.stderr)
         return 2
 
 
-def _list() -> int:
-    width = max(len(name) for name in SCENARIOS)
-    for scenario in SCENARIOS.values():
-        print(f"{scenario.name:<{width}}  {scenario.summary}")
+# -- checks that run before a world does ----------------------------------------------------------
+
+
+def _mutant(name: str | None) -> str | None:
+    if name is not None and name not in MUTANTS:
+        raise UsageError(f"no mutant {name!r}; the mutants are: {', '.join(MUTANTS)}")
+    return name
+
+
+def _plan(text: str | None) -> FaultPlan | None:
+    if text is None:
+        return None
+    if not text.strip():
+        raise UsageError(
+            "the plan is empty; write FaultPlan((...,)) with at least one fault, or leave out "
+            "--plan to run the scenario's own"
+        )
+    try:
+        return plan_from_text(text)
+    except TypeError as error:
+        # A fault built with a missing or unknown keyword.
+        raise UsageError(f"plan {text!r} does not build: {error}") from None
+
+
+def _output(path: Path | None, option: str) -> Path | None:
+    """An output file's folder must exist before a world runs for minutes."""
+    if path is None:
+        return None
+    if path.is_dir():
+        raise UsageError(f"{option} {path} is a folder; name a file to write")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: the folder {folder} does not exist; create it first")
+    return path
+
+
+def _positive(value: int, option: str) -> int:
+    if value < 1:
+        raise UsageError(f"{option} {value} must be 1 or more")
+    return value
+
+
+# -- list -----------------------------------------------------------------------------------------
+
+
+def _list(arguments: argparse.Namespace) -> int:
+    if arguments.file is None:
+        scenarios: list[Scenario] = list(SCENARIOS.values())
+    else:
+        scenarios = list(load_file(arguments.file).values())
+        if not scenarios:
+            raise UsageError(
+                f"{display_path(str(arguments.file))} defines no scenario; decorate a drive "
+                "function with @sims.scenario(NAME)"
+            )
+    width = max(len(s.name) for s in scenarios)
+    # One line per scenario, the name first, for scripts; on a terminal the summary wraps under
+    # itself so a person reads it without the line running off the screen.
+    columns = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 0
+    for found in scenarios:
+        line = f"{found.name:<{width}}  {found.summary or '(no docstring)'}"
+        if columns:
+            line = "\n".join(
+                textwrap.wrap(line, width=max(40, columns - 1), subsequent_indent=" " * (width + 2))
+            )
+        print(line)
     return 0
 
 
+# -- run ------------------------------------------------------------------------------------------
+
+
 def _run(arguments: argparse.Namespace) -> int:
-    plan = plan_from_text(arguments.plan) if arguments.plan else None
-    database = MUTANTS[arguments.mutant] if arguments.mutant else None
-    simulation = simulate(arguments.name, arguments.seed, plan=plan, database=database)
+    scenario = find_scenario(arguments.scenario)
+    plan = _plan(arguments.plan)
+    mutant = _mutant(arguments.mutant)
+    trace_path = _output(arguments.trace, "--trace")
+    timeline_path = _output(arguments.timeline, "--timeline")
+    progress = _RunProgress(sys.stderr) if sys.stderr.isatty() else None
+    simulation = simulate(
+        scenario.ref,
+        arguments.seed,
+        plan=plan,
+        mutant=mutant,
+        observe=progress.observe if progress is not None else None,
+    )
+    if progress is not None:
+        progress.done()
     trace = simulation.outcome.trace
-    if arguments.trace:
-        trace.write(arguments.trace)
-    if arguments.timeline:
-        write_timeline(trace, arguments.timeline, title=_title(simulation))
-    _tell(simulation, story_limit=arguments.story_lines)
-    if arguments.trace:
-        print(f"trace: {arguments.trace} ({len(trace.events)} events, sha256 {trace.digest()})")
-    if arguments.timeline:
-        print(f"timeline: {arguments.timeline}")
+    if trace_path:
+        trace.write(trace_path)
+    if timeline_path:
+        write_timeline(trace, timeline_path, title=_title(simulation))
+    _tell(simulation, scenario, story_limit=arguments.story_lines)
+    if trace_path:
+        print(
+            f"trace: {trace_path} ({plural(len(trace.events), 'event')}, sha256 {trace.digest()})"
+        )
+    if timeline_path:
+        print(f"timeline: {timeline_path}")
     return 0 if simulation.ok else 1
 
 
+class _RunProgress:
+    """On a terminal, one line that says how far a long world has got, in virtual time."""
+
+    EVERY = 20_000
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.events = 0
+        self.shown = False
+
+    def observe(self, event: dict[str, Any]) -> None:
+        self.events += 1
+        if self.events % self.EVERY == 0:
+            self.stream.write(
+                f"\r  running: {event['t'] / 1000:,.1f} s of virtual time, {self.events:,} events"
+            )
+            self.stream.flush()
+            self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
 def _title(simulation: Simulation) -> str:
-    return f"{simulation.scenario} — seed {simulation.seed}"
+    mutant = f", mutant {simulation.mutant}" if simulation.mutant else ""
+    return f"{simulation.scenario} — seed {simulation.seed}{mutant}"
 
 
-def _tell(simulation: Simulation, *, story_limit: int) -> None:
-    scenario = SCENARIOS[simulation.scenario]
-    print(f"{_title(simulation)}")
-    print(f"  {scenario.summary}")
+def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> None:
+    print(_title(simulation))
+    if scenario.summary:
+        print(
+            textwrap.fill(scenario.summary, width=100, initial_indent="  ", subsequent_indent="  ")
+        )
     plan = simulation.outcome.setup.plan
-    print(f"  faults: {plan!r}" if len(plan) else "  faults: none")
+    faults = repr(plan) if len(plan) else "none"
+    if simulation.plan is not None:
+        print(f"  faults (--plan, replacing the scenario's own plan): {faults}")
+    else:
+        print(f"  faults: {faults}")
+    if simulation.mutant:
+        print(f"  store: mutant {simulation.mutant} (a guard of the spec removed on purpose)")
     print("\nstory:")
     for line in story_lines(simulation.outcome.trace.events, limit=story_limit):
         print(line)
@@ -126,49 +349,150 @@ def _tell(simulation: Simulation, *, story_limit: int) -> None:
     for finding in findings:
         print(f"  {finding.line()}")
     print("\nverdict:")
-    if simulation.mismatches:
-        for mismatch in simulation.mismatches:
-            print(f"  NOT AS DOCUMENTED: {mismatch}")
+    for mismatch in simulation.mismatches:
+        print(f"  NOT AS DOCUMENTED: {mismatch}")
+    if simulation.plan is not None:
+        print(
+            "  the scenario's own plan was replaced by --plan, so what it documents was not "
+            "asserted; only the checks were"
+        )
     if simulation.ok:
-        print("  as documented; no invariant violated")
+        held = "no invariant violated"
+        print(f"  {'as documented; ' if simulation.plan is None else ''}{held}")
     else:
-        print(f"  replay with: {simulation.replay_command}")
+        violations = len(simulation.report.violations)
+        mismatches = plural(len(simulation.mismatches), "mismatch", "mismatches")
+        print(f"  {plural(violations, 'violation')}, {mismatches} with what the scenario documents")
+    print(f"  replay with: {simulation.replay_command}")
+
+
+# -- sweep ----------------------------------------------------------------------------------------
 
 
 def _sweep(arguments: argparse.Namespace) -> int:
-    if arguments.name not in SCENARIOS:
-        raise ValueError(
-            f"no scenario {arguments.name!r}; the scenarios are: {', '.join(SCENARIOS)}"
-        )
+    scenario = find_scenario(arguments.scenario)
+    seeds = parse_seeds(arguments.seeds)
+    mutant = _mutant(arguments.mutant)
+    jobs = _positive(arguments.jobs, "--jobs")
     report = sweep(
-        arguments.name,
-        parse_seeds(arguments.seeds),
-        jobs=arguments.jobs,
+        scenario.ref,
+        seeds,
+        jobs=jobs,
         scheduler=arguments.scheduler,
-        mutant=arguments.mutant,
-        progress=progress_bar(),
+        mutant=mutant,
+        progress=progress_bar() if sys.stderr.isatty() else None,
     )
     for line in report.lines():
         print(line)
     return 0 if not report.failing else 1
 
 
-def _replay(path: Path) -> int:
-    recorded = Trace.read(path)
-    begin = next(recorded.of("world.begin"), None)
-    if begin is None:
-        raise ValueError(f"{path} has no world.begin event; write traces with run --trace")
-    plan = plan_from_text(begin["plan"]) if begin.get("plan_overridden") else None
-    mutant = begin.get("mutant")
-    simulation = simulate(
-        begin["scenario"],
-        begin["seed"],
-        plan=plan,
-        database=MUTANTS[mutant] if mutant else None,
-    )
-    _tell(simulation, story_limit=200)
-    same = simulation.outcome.trace.to_bytes() == recorded.to_bytes()
+# -- replay ---------------------------------------------------------------------------------------
+
+
+def _read_trace(path: Path) -> Trace:
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder; name a trace file written by run --trace")
+    if not path.is_file():
+        raise UsageError(f"no file {path}; name a trace file written by run --trace")
+    try:
+        recorded = Trace.read(path)
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError):
+        raise UsageError(
+            f"{path} is not a trace (JSON lines); write traces with run --trace"
+        ) from None
+    begin = recorded.events[0] if recorded.events else None
+    if begin is None or begin.get("ev") != "world.begin" or "scenario" not in begin:
+        raise UsageError(
+            f"{path} does not start with a world.begin event; write traces with run --trace"
+        )
+    return recorded
+
+
+def _replay(arguments: argparse.Namespace) -> int:
+    path: Path = arguments.file
+    recorded = _read_trace(path)
+    begin = recorded.events[0]
+    overridden = bool(begin.get("plan_overridden"))
+    plan = plan_from_text(begin["plan"]) if overridden else None
+    scenario = find_scenario(str(begin["scenario"]))
+    simulation = simulate(scenario.ref, int(begin["seed"]), plan=plan, mutant=begin.get("mutant"))
+    _tell(simulation, scenario, story_limit=200)
+    replayed = list(simulation.outcome.trace.lines())
+    original = list(recorded.lines())
+    same = replayed == original
     print(f"\nreplay: the new trace is {'byte-identical to' if same else 'DIFFERENT from'} {path}")
+    if not same:
+        for line in _first_difference(original, replayed):
+            print(f"replay: {line}")
     rechecked = check_trace(recorded)
-    print(f"replay: the recorded trace, checked again: {len(rechecked.violations)} violation(s)")
+    print(
+        "replay: the recorded trace, checked again: "
+        f"{plural(len(rechecked.violations), 'violation')}"
+    )
     return 0 if same and simulation.ok else 1
+
+
+def _first_difference(recorded: list[str], replayed: list[str]) -> list[str]:
+    for number, (old, new) in enumerate(zip(recorded, replayed, strict=False), start=1):
+        if old != new:
+            return [
+                f"first difference at line {number}",
+                f"  recorded: {old}",
+                f"  replayed: {new}",
+            ]
+    number = min(len(recorded), len(replayed)) + 1
+    longer, which = (
+        (recorded, "recorded") if len(recorded) > len(replayed) else (replayed, "replayed")
+    )
+    return [
+        f"first difference at line {number}: only the {which} trace goes on",
+        f"  {which}: {longer[number - 1]}",
+    ]
+
+
+# -- explore --------------------------------------------------------------------------------------
+
+
+def _explore(arguments: argparse.Namespace) -> int:
+    scenario = find_scenario(arguments.scenario)
+    mutant = _mutant(arguments.mutant)
+    examples = _positive(arguments.examples, "--examples")
+    max_faults = _positive(arguments.max_faults, "--max-faults")
+    found = explore_plans(
+        scenario.ref,
+        seed=arguments.seed,
+        mutant=mutant,
+        max_examples=examples,
+        max_faults=max_faults,
+    )
+    store = f" with mutant {mutant}" if mutant else ""
+    if found is None:
+        print(
+            f"explore {scenario.ref}{store}, seed {arguments.seed}: none of the "
+            f"{plural(examples, 'plan')} tried made a check fail"
+        )
+        return 0
+    violations = found.simulation.report.violations
+    print(
+        f"explore {scenario.ref}{store}, seed {arguments.seed}: the smallest failing plan has "
+        f"{plural(len(found.plan), 'fault')}, and the checks report "
+        f"{plural(len(violations), 'violation')}:"
+    )
+    for finding in violations:
+        print(f"  {finding.line()}")
+    print("\nas a command:")
+    print(f"  {found.command()}")
+    print("\nas code:")
+    print(textwrap.indent(found.code(), "  "))
+    return 1
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "list": _list,
+    "run": _run,
+    "sweep": _sweep,
+    "replay": _replay,
+    "explore": _explore,
+    "conformance": conformance_command,
+}

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from driver import JOB_LEASE_ENTRY_MARGIN
-from scopehost import DatabaseFactory
 
 from ._faults import (
+    NO_FAULTS,
     OPERATIONS,
     PAUSE_POINTS,
     UPSTREAM_KINDS,
@@ -35,7 +35,8 @@ from ._faults import (
     boundary_delays,
 )
 from ._mutants import MUTANTS
-from ._outcome import Simulation
+from ._outcome import Simulation, replay_command
+from ._scenarios import ScenarioRef, find_scenario
 from ._simulate import simulate
 
 
@@ -87,6 +88,50 @@ def fault_plans(
     return st.lists(fault, max_size=max_faults).map(lambda faults: FaultPlan(tuple(faults)))
 
 
+@attrs.frozen(kw_only=True)
+class WorldShape:
+    """The names a fault plan of one scenario can point at: its drives and scopes, its lease."""
+
+    drives: tuple[str, ...]
+    scopes: tuple[str, ...]
+    lease_ms: int
+
+
+def world_shape(scenario: str | ScenarioRef, *, seed: int = 1) -> WorldShape:
+    """The drives and scopes ``scenario`` uses, learnt by running it once with no faults."""
+    simulation = simulate(scenario, seed, plan=NO_FAULTS, keep_trace=True)
+    drives: dict[str, None] = {}
+    scopes: dict[str, None] = dict.fromkeys(simulation.outcome.setup.scopes)
+    for event in simulation.outcome.trace.of("drive.tick", "drive.skip", "world.start"):
+        drives.setdefault(str(event["drive"]), None)
+        scopes.setdefault(str(event["scope"]), None)
+    if not drives:
+        raise ValueError(
+            f"scenario {simulation.scenario} ticks no drive; a fault plan needs a drive to aim at"
+        )
+    return WorldShape(
+        drives=tuple(drives), scopes=tuple(scopes), lease_ms=simulation.outcome.setup.lease_ms
+    )
+
+
+def fault_plans_for(
+    scenario: str | ScenarioRef,
+    *,
+    seed: int = 1,
+    max_faults: int = 4,
+    legs_only: bool = False,
+) -> st.SearchStrategy[FaultPlan]:
+    """:func:`fault_plans` aimed at ``scenario``'s own drives, scopes and lease."""
+    shape = world_shape(scenario, seed=seed)
+    return fault_plans(
+        drives=shape.drives,
+        scopes=shape.scopes,
+        lease_ms=shape.lease_ms,
+        max_faults=max_faults,
+        legs_only=legs_only,
+    )
+
+
 @attrs.frozen
 class Exploration:
     """The smallest plan Hypothesis found that makes a check report a violation."""
@@ -98,51 +143,60 @@ class Exploration:
     simulation: Simulation
 
     def command(self) -> str:
-        mutant = f" --mutant {self.mutant}" if self.mutant else ""
-        return (
-            f'python -m sims run {self.scenario} --seed {self.seed}{mutant} --plan "{self.plan!r}"'
-        )
+        """The command that runs the shrunk failure again."""
+        return replay_command(self.scenario, self.seed, mutant=self.mutant, plan=repr(self.plan))
 
     def code(self) -> str:
-        """The shrunk failure as a runnable scenario: paste it into a test."""
-        database = f', database=MUTANTS["{self.mutant}"]' if self.mutant else ""
+        """The shrunk failure as code: paste it into a test."""
+        mutant = f", mutant={self.mutant!r}" if self.mutant else ""
+        names = sorted({type(fault).__name__ for fault in self.plan.faults})
         return (
-            "from sims import *\n"
-            f"simulation = simulate({self.scenario!r}, {self.seed}, plan={self.plan!r}{database})\n"
+            f"from sims import {', '.join([*names, 'FaultPlan', 'simulate'])}\n\n"
+            f"simulation = simulate(\n    {self.scenario!r},\n    {self.seed},\n"
+            f"    plan={self.plan!r}{mutant},\n)\n"
             "assert simulation.report.ok, simulation.report.violations"
         )
 
 
 def explore_plans(
-    scenario: str = "random",
+    scenario: str | ScenarioRef = "random",
     *,
     seed: int = 1,
     mutant: str | None = None,
     max_examples: int = 300,
     max_faults: int = 4,
 ) -> Exploration | None:
-    """Search fault plans for one under which a check reports a violation, and shrink it.
-    None when ``max_examples`` plans found nothing. Deterministic: Hypothesis is derandomized."""
-    database: DatabaseFactory | None = MUTANTS[mutant] if mutant is not None else None
+    """Search fault plans aimed at ``scenario``'s drives and scopes for one under which a check
+    reports a violation, and shrink it. None when ``max_examples`` plans found nothing.
+    Deterministic: Hypothesis is derandomized."""
+    if mutant is not None and mutant not in MUTANTS:
+        raise ValueError(f"no mutant {mutant!r}; the mutants are: {', '.join(MUTANTS)}")
+    shape = world_shape(scenario, seed=seed)
+    shown = str(find_scenario(scenario).ref)
 
     def violates(plan: FaultPlan) -> bool:
-        return bool(simulate(scenario, seed, plan=plan, database=database).report.violations)
+        return bool(simulate(scenario, seed, plan=plan, mutant=mutant).report.violations)
+
+    def plans(max_faults: int, legs_only: bool = False) -> st.SearchStrategy[FaultPlan]:
+        return fault_plans(
+            drives=shape.drives,
+            scopes=shape.scopes,
+            lease_ms=shape.lease_ms,
+            max_faults=max_faults,
+            legs_only=legs_only,
+        )
 
     # Simplest causes first: the shrinker improves a plan locally and cannot always get from a
     # three-fault plan to a different single fault, so one late or dropped leg is searched for
     # first, then any one fault, then larger plans.
-    stages = (
-        fault_plans(max_faults=1, legs_only=True),
-        fault_plans(max_faults=1),
-        fault_plans(max_faults=max_faults),
-    )
+    stages = (plans(1, legs_only=True), plans(1), plans(max_faults))
     for strategy in stages:
         try:
             plan = find(
                 strategy,
                 violates,
                 settings=settings(
-                    max_examples=max_examples // len(stages),
+                    max_examples=max(1, max_examples // len(stages)),
                     derandomize=True,
                     database=None,
                     deadline=None,
@@ -152,6 +206,6 @@ def explore_plans(
             )
         except NoSuchExample:
             continue
-        simulation = simulate(scenario, seed, plan=plan, database=database)
-        return Exploration(scenario, seed, mutant, plan, simulation)
+        simulation = simulate(scenario, seed, plan=plan, mutant=mutant)
+        return Exploration(shown, seed, mutant, plan, simulation)
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,12 +54,17 @@ class Facts:
 class Simulation:
     """A finished world: the outcome, what the checks found, and how it met its scenario."""
 
+    #: The scenario's reference, as ``python -m sims run`` takes it (``NAME`` or ``FILE.py:NAME``).
     scenario: str
     seed: int
     outcome: WorldOutcome
     report: CheckReport
     #: Where the outcome differs from what the scenario documents (empty = as documented).
     mismatches: tuple[str, ...] = ()
+    #: The broken store the world ran on, by its name in ``MUTANTS``; None for the real store.
+    mutant: str | None = None
+    #: The fault plan given in place of the scenario's own; None when the scenario's own ran.
+    plan: str | None = None
 
     @property
     def facts(self) -> Facts:
@@ -70,4 +76,26 @@ class Simulation:
 
     @property
     def replay_command(self) -> str:
-        return f"python -m sims run {self.scenario} --seed {self.seed}"
+        """The command that runs this very world again: same scenario, seed, store and plan."""
+        return replay_command(self.scenario, self.seed, mutant=self.mutant, plan=self.plan)
+
+
+def replay_command(
+    scenario: str, seed: int, *, mutant: str | None = None, plan: str | None = None
+) -> str:
+    """``python -m sims run ...`` for one world, quoted for a POSIX shell."""
+    words = ["python", "-m", "sims", "run", scenario, "--seed", str(seed)]
+    if mutant is not None:
+        words += ["--mutant", mutant]
+    if plan is not None:
+        words += ["--plan", plan]
+    return " ".join(_quote(word) for word in words)
+
+
+def _quote(word: str) -> str:
+    """A word for a POSIX shell; a plan (full of single quotes) reads best in double quotes."""
+    if shlex.quote(word) == word:
+        return word
+    if not any(c in word for c in '"$`\\!'):
+        return f'"{word}"'
+    return shlex.quote(word)

@@ -53,6 +53,8 @@ class WorldSetup:
     trace: bool = True
     directory: Path | None = None
     database: DatabaseFactory = ScopeDatabase
+    #: Called with every event as it happens, kept or not (a progress line, a live check).
+    listeners: tuple[Callable[[dict[str, Any]], None], ...] = ()
 
 
 @attrs.frozen
@@ -104,7 +106,7 @@ async def _main(
     meta: dict[str, Any],
 ) -> WorldOutcome:
     checker = TraceChecker()
-    trace = Trace(enabled=setup.trace, listeners=[checker.observe])
+    trace = Trace(enabled=setup.trace, listeners=[checker.observe, *setup.listeners])
     trace.record(
         "world.begin",
         {"format": TRACE_FORMAT, "seed": seed, "plan": repr(setup.plan), **meta},

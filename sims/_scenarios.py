@@ -1,13 +1,24 @@
-"""The named scenarios: each a world, a way to drive it, and the outcome the spec promises.
+"""Scenarios: each a world, a way to drive it, the outcome it documents, and the user's checks.
 
 A scenario's ``expect`` returns the ways the outcome differs from what the scenario documents (an
 empty list is a pass). The invariant checks run on every scenario besides, so a scenario can be
 "as expected" and still report a violation, and the reverse.
+
+Scenarios live in two places. The built-in ones are registered by ``sims._catalog`` and named by
+their name alone (``late-begin``). A user's scenarios live in their own Python file and are named
+``FILE.py:NAME``; :class:`ScenarioRef` is that name as a value. It is the ONE way a scenario is
+referred to across a process boundary: a sweep's worker process, or a remote worker, gets the
+reference (a path and a name, both strings, so it pickles) and loads the file again itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import hashlib
+import importlib.util
+import os
+import sys
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -18,10 +29,23 @@ from ._faults import (
 )
 from ._outcome import Simulation
 from ._run import WorldSetup
+from ._trace import Trace
 from ._world import World
 
 SCOPE = "scope-1"
 LEASE_MS = 1_000
+
+#: Drives a world: adds drives and jobs, starts runs, ticks the drives, waits for the end.
+Drive = Callable[[World], Awaitable[None]]
+#: What a scenario promises about a finished world: the ways the outcome differs (empty = as
+#: documented). Not asserted when a plan replaces the scenario's own.
+Expectation = Callable[[Simulation], list[str]]
+#: A user's own check over a finished world's trace: one line per violation (empty = it held).
+TraceCheck = Callable[[Trace], Iterable[str]]
+
+
+def _no_expectation(simulation: Simulation) -> list[str]:
+    return []
 
 
 @attrs.frozen(kw_only=True)
@@ -31,32 +55,85 @@ class Scenario:
     name: str
     summary: str
     setup: Callable[[int], WorldSetup]
-    drive: Callable[[World], Awaitable[None]]
-    expect: Callable[[Simulation], list[str]]
+    drive: Drive
+    expect: Expectation = _no_expectation
+    #: The user's own checks over the trace, run after the spec's; each is named by its function.
+    checks: tuple[TraceCheck, ...] = ()
     #: Every fault is bounded, so every run must end ``done`` or ``failed``.
     settles: bool = True
+    #: The file that defines the scenario (absolute); None for a built-in scenario.
+    source: str | None = None
+
+    @property
+    def ref(self) -> ScenarioRef:
+        return ScenarioRef(name=self.name, path=self.source)
 
 
+#: The built-in scenarios, by name (filled by ``sims._catalog``).
 SCENARIOS: dict[str, Scenario] = {}
+#: A user's scenarios, by the absolute path of their file, then by name.
+_FILES: dict[str, dict[str, Scenario]] = {}
 
 
 def scenario(
     name: str,
     *,
-    setup: Callable[[int], WorldSetup],
-    expect: Callable[[Simulation], list[str]],
-) -> Callable[[Callable[[World], Awaitable[None]]], Callable[[World], Awaitable[None]]]:
-    """Register the decorated world-driving function as scenario ``name``; its docstring's first
-    paragraph is the summary ``python -m sims list`` prints."""
+    setup: WorldSetup | Callable[[int], WorldSetup] | None = None,
+    expect: Expectation | None = None,
+    checks: Iterable[TraceCheck] = (),
+    settles: bool = True,
+) -> Callable[[Drive], Drive]:
+    """Register the decorated world-driving function as scenario ``name``.
 
-    def register(drive: Callable[[World], Awaitable[None]]) -> Callable[[World], Awaitable[None]]:
+    ``setup`` is the world's scopes, lease, fault plan and store (a :class:`WorldSetup`, or a
+    function of the seed giving one; the default is one scope, ``scope-1``, and no faults).
+    ``expect`` lists where a finished world differs from what the scenario documents. ``checks``
+    are the user's own checks over the trace: each returns one line per violation. ``settles``
+    says every fault is bounded, so every run must have ended. The docstring's first paragraph is
+    the summary ``python -m sims list`` prints.
+
+    A scenario defined in a user's file is run as ``python -m sims run FILE.py:NAME``."""
+    if not isinstance(name, str) or not name or ":" in name or name != name.strip():
+        raise ValueError(f"scenario name {name!r} must be a non-empty name without ':' or spaces")
+    make_setup = _setup_of(setup)
+    checks = tuple(checks)
+
+    def register(drive: Drive) -> Drive:
         summary = " ".join((drive.__doc__ or "").strip().split("\n\n")[0].split())
-        SCENARIOS[name] = Scenario(
-            name=name, summary=summary, setup=setup, drive=drive, expect=expect
+        source = _source_of(drive)
+        registry = SCENARIOS if source is None else _FILES.setdefault(source, {})
+        registry[name] = Scenario(
+            name=name,
+            summary=summary,
+            setup=make_setup,
+            drive=drive,
+            expect=expect if expect is not None else _no_expectation,
+            checks=checks,
+            settles=settles,
+            source=source,
         )
         return drive
 
     return register
+
+
+def _setup_of(
+    setup: WorldSetup | Callable[[int], WorldSetup] | None,
+) -> Callable[[int], WorldSetup]:
+    if setup is None:
+        return fixed()
+    if isinstance(setup, WorldSetup):
+        return lambda seed: setup
+    return setup
+
+
+def _source_of(drive: Drive) -> str | None:
+    """The file a scenario comes from; None for the simulator's own."""
+    module = getattr(drive, "__module__", None) or ""
+    if module == "sims" or module.startswith("sims."):
+        return None
+    path = getattr(sys.modules.get(module), "__file__", None) or drive.__code__.co_filename
+    return str(Path(path).resolve())
 
 
 def fixed(plan: FaultPlan = NO_FAULTS, **options: Any) -> Callable[[int], WorldSetup]:
@@ -67,3 +144,128 @@ def fixed(plan: FaultPlan = NO_FAULTS, **options: Any) -> Callable[[int], WorldS
 def expect_all(*checks: tuple[bool, str]) -> list[str]:
     """The texts of the checks that failed."""
     return [text for ok, text in checks if not ok]
+
+
+# -- references -------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ScenarioRef:
+    """How to find a scenario again, in this process or another: a name, and the file that
+    defines it (an absolute path; None for a built-in scenario). Picklable."""
+
+    name: str
+    path: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> ScenarioRef:
+        """``NAME`` (built-in) or ``FILE.py:NAME`` (a user's file, relative to the working folder
+        or absolute)."""
+        text = text.strip()
+        file, colon, name = text.rpartition(":")
+        if not colon:
+            if text.endswith(".py"):
+                raise ValueError(
+                    f"scenario {text!r} names a file but no scenario; write {text}:NAME "
+                    f"(python -m sims list {text} shows the names)"
+                )
+            return cls(name=text)
+        if not file.endswith(".py") or not name:
+            raise ValueError(f"scenario {text!r} must be NAME or FILE.py:NAME")
+        return cls(name=name, path=os.path.abspath(file))
+
+    def __str__(self) -> str:
+        """The reference as a person types it: the path relative to the working folder when the
+        file is inside it."""
+        if self.path is None:
+            return self.name
+        return f"{display_path(self.path)}:{self.name}"
+
+    def load(self) -> Scenario:
+        """The scenario this names, loading its file the first time (once per process)."""
+        if self.path is None:
+            found = SCENARIOS.get(self.name)
+            if found is None:
+                raise ValueError(
+                    f"no scenario {self.name!r}; the scenarios are: {', '.join(SCENARIOS)}"
+                )
+            return found
+        defined = load_file(self.path)
+        found = defined.get(self.name)
+        if found is None:
+            names = ", ".join(defined) or "none (decorate a drive function with @sims.scenario)"
+            raise ValueError(
+                f"no scenario {self.name!r} in {display_path(self.path)}; its scenarios are: "
+                f"{names}"
+            )
+        return found
+
+
+def display_path(path: str) -> str:
+    """``path`` relative to the working folder when it is inside it, else as it is."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
+def load_file(path: str | Path) -> dict[str, Scenario]:
+    """The scenarios a user's Python file defines, by name (the file runs once per process)."""
+    resolved = Path(path).resolve()
+    key = str(resolved)
+    if key in _FILES:
+        return _FILES[key]
+    shown = display_path(str(path))
+    if resolved.is_dir():
+        raise ValueError(f"{shown} is a folder; name a Python file that defines scenarios")
+    if not resolved.is_file():
+        raise ValueError(f"no file {shown}")
+    # A private module name per file, so two files with one stem do not collide; the file's
+    # folder goes on the path so that it can import its neighbours.
+    module_name = "sims_world_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    spec = importlib.util.spec_from_file_location(module_name, resolved)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{shown} cannot be loaded as Python; name a .py file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    if str(resolved.parent) not in sys.path:
+        sys.path.insert(0, str(resolved.parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        sys.modules.pop(module_name, None)
+        _FILES.pop(key, None)
+        raise WorldFileError(shown, error) from error
+    return _FILES.setdefault(key, {})
+
+
+class WorldFileError(ValueError):
+    """A user's world file raised while it was loaded."""
+
+    def __init__(self, shown: str, error: Exception) -> None:
+        where = ""
+        if isinstance(error, SyntaxError) and error.lineno is not None:
+            where = f" (line {error.lineno})"
+        else:
+            frames = [f for f in _frames(error) if Path(f[0]).name == Path(shown).name]
+            if frames:
+                where = f" (line {frames[-1][1]})"
+        super().__init__(
+            f"{shown} failed to load{where}: {type(error).__name__}: {error}; fix the file "
+            f"and try again (python {shown} shows the whole traceback)"
+        )
+
+
+def _frames(error: BaseException) -> list[tuple[str, int]]:
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    return frames
+
+
+def find_scenario(reference: str | ScenarioRef) -> Scenario:
+    """The scenario ``reference`` names (``NAME``, ``FILE.py:NAME`` or a :class:`ScenarioRef`)."""
+    ref = reference if isinstance(reference, ScenarioRef) else ScenarioRef.parse(reference)
+    return ref.load()

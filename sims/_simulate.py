@@ -1,18 +1,22 @@
-"""``simulate(name, seed)``: one scenario, one seed, checked — what ``run``, ``sweep`` and the
-tests all call."""
+"""``simulate(scenario, seed)``: one scenario, one seed, checked — what ``run``, ``sweep``,
+``explore``, the pytest helper and the tests all call."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 
 from scopehost import DatabaseFactory
 
 from . import _catalog  # noqa: F401  (registers the scenarios)
+from ._checks import CheckReport, Finding
 from ._faults import FaultPlan
 from ._mutants import MUTANTS
 from ._outcome import Simulation
 from ._run import run_world
-from ._scenarios import SCENARIOS
+from ._scenarios import SCENARIOS, Scenario, ScenarioRef, find_scenario
 
 
 def _mutant_name(database: DatabaseFactory | None) -> str | None:
@@ -25,37 +29,76 @@ def _mutant_name(database: DatabaseFactory | None) -> str | None:
 
 
 def scenario_names() -> list[str]:
+    """The built-in scenarios' names."""
     return list(SCENARIOS)
 
 
 def simulate(
-    name: str,
+    scenario: str | ScenarioRef,
     seed: int,
     *,
     plan: FaultPlan | None = None,
+    mutant: str | None = None,
     database: DatabaseFactory | None = None,
     keep_trace: bool | None = None,
+    observe: Callable[[dict[str, Any]], None] | None = None,
 ) -> Simulation:
-    """Run scenario ``name`` with ``seed``. ``plan`` replaces the scenario's fault plan (its
-    documented expectation is then not asserted, only the invariants); ``database`` swaps the
-    scope store (a deliberately broken one, to show that a check notices)."""
-    scenario = SCENARIOS.get(name)
-    if scenario is None:
-        raise ValueError(f"no scenario {name!r}; the scenarios are: {', '.join(SCENARIOS)}")
-    setup = scenario.setup(seed)
+    """Run ``scenario`` (``NAME``, ``FILE.py:NAME`` or a :class:`ScenarioRef`) with ``seed``.
+
+    ``plan`` replaces the scenario's fault plan (its documented expectation is then not asserted,
+    only the invariants and the scenario's own checks). ``mutant`` names a deliberately broken
+    store from ``MUTANTS`` (``database`` swaps in any store factory). ``observe`` sees every event
+    as it happens, kept or not."""
+    ref = scenario if isinstance(scenario, ScenarioRef) else ScenarioRef.parse(scenario)
+    found = find_scenario(ref)
+    if mutant is not None:
+        if mutant not in MUTANTS:
+            raise ValueError(f"no mutant {mutant!r}; the mutants are: {', '.join(MUTANTS)}")
+        if database is not None and database is not MUTANTS[mutant]:
+            raise ValueError(f"mutant={mutant!r} and a database were both given; pass one")
+        database = MUTANTS[mutant]
+    setup = found.setup(seed)
     if plan is not None:
         setup = attrs.evolve(setup, plan=plan)
     if database is not None:
         setup = attrs.evolve(setup, database=database)
     if keep_trace is not None:
         setup = attrs.evolve(setup, trace=keep_trace)
+    if found.checks:
+        # The user's checks read the trace, so it is kept.
+        setup = attrs.evolve(setup, trace=True)
+    if observe is not None:
+        setup = attrs.evolve(setup, listeners=(*setup.listeners, observe))
+    shown = str(ref)
+    mutant_name = _mutant_name(database)
     meta = {
-        "scenario": name,
+        "scenario": shown,
         "plan_overridden": plan is not None,
-        "mutant": _mutant_name(database),
+        "mutant": mutant_name,
     }
-    outcome = run_world(seed, setup, scenario.drive, settles=scenario.settles, meta=meta)
-    simulation = Simulation(name, seed, outcome, outcome.report)
+    outcome = run_world(seed, setup, found.drive, settles=found.settles, meta=meta)
+    report = _with_user_checks(outcome.report, found, outcome)
+    simulation = Simulation(
+        shown,
+        seed,
+        outcome,
+        report,
+        mutant=mutant_name,
+        plan=repr(plan) if plan is not None else None,
+    )
     if plan is None:
-        simulation = attrs.evolve(simulation, mismatches=tuple(scenario.expect(simulation)))
+        simulation = attrs.evolve(simulation, mismatches=tuple(found.expect(simulation)))
     return simulation
+
+
+def _with_user_checks(report: CheckReport, scenario: Scenario, outcome: Any) -> CheckReport:
+    if not scenario.checks:
+        return report
+    trace = outcome.trace
+    end = trace.events[-1]["t"] if trace.events else 0.0
+    found: list[Finding] = []
+    for check in scenario.checks:
+        name = getattr(check, "__name__", "user-check").replace("_", "-")
+        for text in check(trace):
+            found.append(Finding(name, "violation", None, end, str(text)))
+    return CheckReport((*report.findings, *found))

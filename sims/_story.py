@@ -46,13 +46,18 @@ def _step_end(e: dict[str, Any]) -> str | None:
 
 def _exec(e: dict[str, Any]) -> str | None:
     if e["op"] == "begin" and e.get("result") is True:
-        return f"the store writes BEGIN #{e['seq']} at {e['store_at']}: the pass has begun"
+        return f"the store writes BEGIN at {e['store_at']}: the pass has begun"
     return None
+
+
+def _call(e: dict[str, Any]) -> str:
+    """A call as a fault plan names it: the drive's nth call of an operation."""
+    return f"{e['op']} call {e['nth']}" if "nth" in e else f"{e['op']} #{e['seq']}"
 
 
 def _drop(e: dict[str, Any]) -> str:
     what = "it did not run" if e["leg"] == "request" else "it had run"
-    return f"fault: the {e['leg']} of {e['op']} #{e['seq']} was dropped ({what})"
+    return f"fault: the {e['leg']} of {_call(e)} was dropped ({what})"
 
 
 _TELLERS: dict[str, Teller] = {
@@ -73,18 +78,15 @@ _TELLERS: dict[str, Teller] = {
     "step.end": _step_end,
     "step.lost": lambda e: f"step {e['step']}: the lease is gone — {_pass(e)} stops here",
     "pass.outcome": _outcome,
-    "fault.delay": lambda e: (
-        f"fault: the {e['leg']} of {e['op']} #{e['seq']} is held {e['ms']:g} ms"
-    ),
+    "fault.delay": lambda e: f"fault: the {e['leg']} of {_call(e)} is held {e['ms']:g} ms",
+    "fault.drop": _drop,
     "fault.late": lambda e: (
-        f"fault: the caller gives up on {e['op']} #{e['seq']}; the wire delivers it "
+        f"fault: the caller gives up on {_call(e)}; the wire delivers it "
         f"{e['ms']:g} ms later anyway"
     ),
-    "rpc.abandon": lambda e: (
-        f"gives up on {e['op']} #{e['seq']} (a transport error): it may still run"
-    ),
+    "rpc.abandon": lambda e: f"gives up on {_call(e)} (a transport error): it may still run",
     "rpc.late": lambda e: (
-        f"the abandoned {e['op']} #{e['seq']} reaches scope {e['scope']} late, and runs there"
+        f"the abandoned {_call(e)} reaches scope {e['scope']} late, and runs there"
     ),
     "fault.pause": lambda e: f"fault: stops for {e['ms']:g} ms ({e['where']} {e['nth']})",
     "fault.crash": lambda e: f"fault: killed; back in {e['down_ms']:g} ms",
@@ -97,7 +99,23 @@ _TELLERS: dict[str, Teller] = {
 def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterator[str]:
     """``t  who  what`` lines; after ``limit`` of them, one line saying how many were left out."""
     told = left = 0
+    # A drop the plan made is told once, by its fault.drop event, numbered as the plan numbers it.
+    planned: set[tuple[Any, Any, Any]] = set()
+    # A call a fault struck is named as the plan names it (the drive's nth call of the
+    # operation) in every line about it, not by the link's own sequence number.
+    nths: dict[tuple[Any, Any], int] = {}
     for event in events:
+        name = event["ev"]
+        if name.startswith("fault.") and "nth" in event and "seq" in event:
+            nths[(event["drive"], event["seq"])] = event["nth"]
+        elif name.startswith("rpc.") and "nth" not in event:
+            nth = nths.get((event.get("link"), event.get("seq")))
+            if nth is not None:
+                event = {**event, "nth": nth}
+        if name == "fault.drop":
+            planned.add((event["drive"], event["seq"], event["leg"]))
+        elif name == "rpc.drop" and (event.get("link"), event["seq"], event["leg"]) in planned:
+            continue
         teller = _TELLERS.get(event["ev"])
         text = teller(event) if teller is not None else None
         if text is None:

@@ -19,7 +19,9 @@ import attrs
 
 from ._dask import run_on_cluster
 from ._mutants import MUTANTS
+from ._outcome import replay_command
 from ._probes import probe_lines
+from ._scenarios import ScenarioRef, find_scenario
 from ._simulate import simulate
 
 
@@ -52,15 +54,14 @@ class SweepReport:
         return tuple(s for s in self.seeds if not s.ok)
 
     def replay_command(self, seed: int) -> str:
-        mutant = f" --mutant {self.mutant}" if self.mutant else ""
-        return f"python -m sims run {self.scenario} --seed {seed}{mutant}"
+        return replay_command(self.scenario, seed, mutant=self.mutant)
 
     def lines(self) -> Iterator[str]:
         total = len(self.seeds)
         rate = total / self.seconds if self.seconds else float("inf")
         yield (
             f"sweep {self.scenario}{' with mutant ' + self.mutant if self.mutant else ''}: "
-            f"{total} seeds in {self.seconds:.1f} s ({rate:.1f} seeds/s), "
+            f"{plural(total, 'seed')} in {self.seconds:.1f} s ({rate:.1f} seeds/s), "
             f"{total - len(self.failing)} as documented, {len(self.failing)} not"
         )
         explained = Counter(check for s in self.seeds for check in s.explained)
@@ -85,11 +86,15 @@ def parse_seeds(text: str) -> range:
     return range(first, last + 1)
 
 
-def summarise(job: tuple[str, int, str | None]) -> SeedSummary:
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 seed``, ``2 seeds``, ``0 seeds`` (``nouns`` when adding an s is wrong)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {nouns or noun + 's'}"
+
+
+def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
     """One seed's world, reduced to what a sweep reports (runs in a worker process)."""
     scenario, seed, mutant = job
-    database = MUTANTS[mutant] if mutant is not None else None
-    simulation = simulate(scenario, seed, database=database)
+    simulation = simulate(scenario, seed, mutant=mutant)
     report = simulation.report
     return SeedSummary(
         seed=seed,
@@ -102,7 +107,7 @@ def summarise(job: tuple[str, int, str | None]) -> SeedSummary:
 
 
 def sweep(
-    scenario: str,
+    scenario: str | ScenarioRef,
     seeds: Iterable[int],
     *,
     jobs: int = 1,
@@ -122,7 +127,10 @@ def sweep(
         )
     if mutant is not None and mutant not in MUTANTS:
         raise ValueError(f"no mutant {mutant!r}; the mutants are: {', '.join(MUTANTS)}")
-    work = [(scenario, seed, mutant) for seed in seeds]
+    # The reference, not the scenario, crosses to the workers: it pickles, and a worker that did
+    # not fork from this process loads the user's file from its absolute path.
+    ref = find_scenario(scenario).ref
+    work = [(ref, seed, mutant) for seed in seeds]
     started = time.perf_counter()
     results: list[SeedSummary] = []
     failing = 0
@@ -146,7 +154,7 @@ def sweep(
             collect(pool.imap(summarise, work, chunksize=max(1, len(work) // (jobs * 8))))
     results.sort(key=lambda s: s.seed)
     return SweepReport(
-        scenario=scenario,
+        scenario=str(ref),
         mutant=mutant,
         seeds=tuple(results),
         seconds=time.perf_counter() - started,

@@ -24,6 +24,7 @@ from driver import (
     JOB_LEASE_ENTRY_MARGIN,
     JobDriver,
     JobDriveReport,
+    JobHandler,
     JobPassResult,
     JobRun,
     JobRunFilter,
@@ -146,7 +147,13 @@ class SimDrive:
         if verdict is None and late is not None:
             self.world.trace.record(
                 "fault.late",
-                {"drive": self.name, "op": call.operation, "seq": call.seq, "ms": late},
+                {
+                    "drive": self.name,
+                    "op": call.operation,
+                    "seq": call.seq,
+                    "nth": nth,
+                    "ms": late,
+                },
             )
             verdict = DeliverLate(late)
         if verdict is not None:
@@ -163,6 +170,8 @@ class SimDrive:
     async def _apply(self, call: LinkCall, leg: str) -> Verdict:
         nth = self._call_index.get(call.seq, 0)
         delay, drop = self._leg_plan.get((call.operation, leg, nth), (0.0, False))
+        # ``nth`` is the plan's count (this drive's nth call of the operation), so the story and
+        # the timeline name a call the way the plan that struck it does.
         if delay:
             self.world.trace.record(
                 "fault.delay",
@@ -170,12 +179,19 @@ class SimDrive:
                     "drive": self.name,
                     "op": call.operation,
                     "seq": call.seq,
+                    "nth": nth,
                     "leg": leg,
                     "ms": delay,
                 },
             )
             await self.world.host.sleep_ms(delay)
-        return "drop" if drop else None
+        if drop:
+            self.world.trace.record(
+                "fault.drop",
+                {"drive": self.name, "op": call.operation, "seq": call.seq, "nth": nth, "leg": leg},
+            )
+            return "drop"
+        return None
 
     # -- faults in the process ------------------------------------------------------------------
 
@@ -243,6 +259,8 @@ class World:
         self.margin_ms = lease_ms * JOB_LEASE_ENTRY_MARGIN
         self.upstream = upstream
         self.drives: dict[str, SimDrive] = {}
+        #: The user's jobs, registered on every drive (those added later too).
+        self.jobs: dict[tuple[str, str], _UserJob] = {}
 
     def rng(self, stream: str) -> random.Random:
         """The named random stream of this world (independent of every other stream)."""
@@ -278,7 +296,75 @@ class World:
             retry=retry,
             lease_ms=lease_ms if lease_ms is not None else self.lease_ms,
         )
+        for job in self.jobs.values():
+            job.register(drive)
         return drive
+
+    def add_job(
+        self,
+        module_id: str,
+        job: str,
+        handler: JobHandler,
+        *,
+        retry: RetryPolicy | None = None,
+        lease_ms: int | None = None,
+    ) -> None:
+        """Register the user's ``handler`` as ``module_id``/``job`` on every drive of the world,
+        those added before and after. ``handler`` is ``async def handler(ctx) -> JobPassResult |
+        None``; ``retry`` is the job's retry policy; ``lease_ms`` its lease (default the world's
+        ``WorldSetup.lease_ms``)."""
+        key = (module_id, job)
+        if key in self.jobs:
+            raise ValueError(f"job {module_id}/{job} is already added to this world")
+        if key == (WALK_MODULE, WALK_JOB):
+            raise ValueError(
+                f"job {module_id}/{job} is the simulator's own walk; name your job differently"
+            )
+        user_job = _UserJob(
+            module_id=module_id,
+            job=job,
+            handler=handler,
+            retry=retry,
+            lease_ms=lease_ms if lease_ms is not None else self.lease_ms,
+        )
+        self.jobs[key] = user_job
+        for drive in self.drives.values():
+            user_job.register(drive)
+
+    async def start(
+        self,
+        drive: str,
+        scope_id: str,
+        module_id: str,
+        job: str,
+        *,
+        payload: Any = None,
+        instance: str = "default",
+        subject: str | None = None,
+    ) -> JobRun:
+        """Start (or join: runs coalesce by key) a run of ``module_id``/``job`` on ``scope_id``,
+        through ``drive``; the start goes into the trace and the story."""
+        if drive not in self.drives:
+            raise ValueError(
+                f"no drive {drive!r} in this world; add it first with world.add_drive(DriveSpec("
+                f"name={drive!r}))"
+            )
+        run = await self.drives[drive].driver.start_job_run(
+            scope_id,
+            StartJobRunInput(
+                module_id=module_id,
+                job=job,
+                instance=instance,
+                payload=payload,
+                subject=subject,
+            ),
+        )
+        self.trace.record("world.start", {"drive": drive, "scope": scope_id, "run": run.id})
+        return run
+
+    async def tick(self, drive: str, scope_id: str, *, max_passes: int = 1) -> None:
+        """Drive ``scope_id`` once with ``drive`` now: run up to ``max_passes`` due passes."""
+        await self.drives[drive].tick(scope_id, max_passes=max_passes)
 
     async def start_walk(
         self,
@@ -406,6 +492,20 @@ class World:
             "items", {"kind": "effect"}
         )
         return Counter(str(row["key"]) for row in rows)
+
+
+@attrs.frozen(kw_only=True)
+class _UserJob:
+    module_id: str
+    job: str
+    handler: JobHandler
+    retry: RetryPolicy | None
+    lease_ms: int
+
+    def register(self, drive: SimDrive) -> None:
+        drive.driver.register_job(
+            self.module_id, self.job, self.handler, retry=self.retry, lease_ms=self.lease_ms
+        )
 
 
 Scenario = Callable[[World], Awaitable[None]]

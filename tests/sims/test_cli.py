@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import shlex
 from pathlib import Path
 
 import pytest
 
-from sims import SCENARIOS, Trace
+from sims import MUTANTS, SCENARIOS, Trace, find_scenario, plan_from_text
 from sims._cli import main
+from sims._sweep import summarise
 
 
 def test_list_names_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:
@@ -22,7 +25,7 @@ def test_run_late_begin_tells_the_double_run_and_writes_trace_and_timeline(
     trace, timeline = tmp_path / "t.jsonl", tmp_path / "t.html"
     assert main(["run", "late-begin", "--trace", str(trace), "--timeline", str(timeline)]) == 0
     out = capsys.readouterr().out
-    assert "fault: the reply of begin #4 is held 1250 ms" in out
+    assert "fault: the reply of begin call 1 is held 1250 ms" in out
     assert "takes over run" in out
     assert "the lease is gone" in out
     assert "[explained] double-run" in out
@@ -43,7 +46,10 @@ def test_run_on_a_broken_store_fails_and_says_how_to_replay(
     out = capsys.readouterr().out
     assert code == 1
     assert "[violation]" in out
-    assert "replay with: python -m sims run random --seed 1" in out
+    assert (
+        "replay with: python -m sims run random --seed 1 --mutant record-step-owner --plan "
+        f'"{plan_from_text(plan)!r}"' in out
+    )
 
 
 def test_replay_reruns_the_recorded_world_byte_for_byte(
@@ -73,3 +79,193 @@ def test_bad_arguments_are_refused_with_the_remedy(capsys: pytest.CaptureFixture
     assert "run backwards" in capsys.readouterr().err
     assert main(["run", "random", "--plan", "open('x')"]) == 2
     assert "calls something other than" in capsys.readouterr().err
+
+
+# -- a user's file -------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _at_the_repository_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Commands name files as a user in a clone of the repository types them.
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+
+
+EXAMPLE = "examples/nightly_invoice.py"
+INVOICE = f"{EXAMPLE}:nightly-invoice"
+
+
+def _printed(out: str, prefix: str) -> list[str]:
+    """The argv of the command printed after ``prefix`` (what a user would paste)."""
+    line = next(line for line in out.splitlines() if prefix in line)
+    words = shlex.split(line.split(prefix, 1)[1])
+    assert words[:3] == ["python", "-m", "sims"], line
+    return words[3:]
+
+
+def test_list_of_a_file_names_its_scenarios_first(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "examples/double_charge.py"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["double-charge", "charge-once"]
+
+
+def test_a_users_scenario_runs_writes_its_trace_and_replays_byte_for_byte(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    trace, timeline = tmp_path / "t.jsonl", tmp_path / "t.html"
+    argv = ["run", INVOICE, "--seed", "3", "--trace", str(trace), "--timeline", str(timeline)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "fault: the reply of claim call 1 was dropped (it had run)" in out
+    assert "step post runs (attempt 1)" in out
+    assert "<svg" in timeline.read_text()
+    assert main(_printed(out, "replay with: ")) == 0
+    assert f"sha256 {Trace.read(trace).digest()}" in out
+    capsys.readouterr()
+    assert main(["replay", str(trace)]) == 0
+    assert f"replay: the new trace is byte-identical to {trace}" in capsys.readouterr().out
+
+
+def test_the_printed_replay_of_a_mutant_with_a_plan_reproduces_the_same_world(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    plan = "FaultPlan((DropLeg(drive='cron', operation='record_step', nth=1, leg='request'),))"
+    first, again = tmp_path / "first.jsonl", tmp_path / "again.jsonl"
+    argv = ["run", "late-claim", "--mutant", "takeover-charge", "--plan", plan]
+    main([*argv, "--trace", str(first)])
+    out = capsys.readouterr().out
+    replay = _printed(out, "replay with: ")
+    assert replay[replay.index("--mutant") + 1] == "takeover-charge"
+    assert plan_from_text(replay[replay.index("--plan") + 1]) == plan_from_text(plan)
+    main([*replay, "--trace", str(again)])
+    assert first.read_bytes() == again.read_bytes()
+    capsys.readouterr()
+    assert main(["replay", str(first)]) in (0, 1)
+    assert "byte-identical" in capsys.readouterr().out
+
+
+def test_a_plan_in_place_of_the_scenarios_own_is_said_in_header_and_verdict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", INVOICE, "--plan", "FaultPlan(())"]) == 0
+    out = capsys.readouterr().out
+    assert "faults (--plan, replacing the scenario's own plan): none" in out
+    assert "the scenario's own plan was replaced by --plan" in out.split("verdict:")[1]
+
+
+def test_a_replay_that_differs_prints_the_first_differing_line_of_both(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    trace = tmp_path / "t.jsonl"
+    assert main(["run", "late-claim", "--trace", str(trace)]) == 0
+    lines = trace.read_text().splitlines()
+    tampered = lines[5].replace('"t":', '"t":1', 1)
+    trace.write_text("\n".join([*lines[:5], tampered, *lines[6:]]) + "\n")
+    capsys.readouterr()
+    assert main(["replay", str(trace)]) == 1
+    out = capsys.readouterr().out
+    assert f"replay: the new trace is DIFFERENT from {trace}" in out
+    assert f"replay: first difference at line 6\nreplay:   recorded: {tampered}\n" in out
+    assert f"replay:   replayed: {lines[5]}\n" in out
+
+
+def test_a_sweep_of_a_users_scenario_loads_it_in_each_worker(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["sweep", INVOICE, "--seeds", "0..3", "--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"sweep {INVOICE}: 4 seeds in ")
+    assert main(["sweep", INVOICE, "--seeds", "5"]) == 0
+    assert f"sweep {INVOICE}: 1 seed in " in capsys.readouterr().out
+
+
+def test_a_scenario_reference_pickles_and_loads_in_a_fresh_process() -> None:
+    # What a sweep hands a worker that did not fork from it (a spawned or remote one).
+    ref = find_scenario(INVOICE).ref
+    assert ref.path == str(Path(EXAMPLE).resolve())
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        (summary,) = pool.map(summarise, [(ref, 2, None)])
+    assert summary.ok
+    assert summary.seed == 2
+
+
+def test_help_explains_checks_mutants_and_plans_and_points_at_the_docs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for words in ("docs/checks.md", "docs/mutants.md", "docs/fault-plans.md", "DelayLeg"):
+        assert words in out
+    for mutant in MUTANTS:
+        assert f"  {mutant} " in out
+
+
+# -- ordinary mistakes: one line on stderr, exit 2, before anything runs --------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["replay", "missing.jsonl"], "no file missing.jsonl; name a trace file written by run"),
+        (["replay", "examples"], "examples is a folder; name a trace file written by run --trace"),
+        (["replay", "README.md"], "README.md is not a trace (JSON lines); write traces with run"),
+        (["replay", "pyproject.toml"], "pyproject.toml is not a trace (JSON lines); write traces"),
+        (
+            ["run", "late-claim", "--trace", "no/such/t.jsonl"],
+            "--trace no/such/t.jsonl: the folder",
+        ),
+        (
+            ["run", "late-claim", "--timeline", "examples"],
+            "--timeline examples is a folder; name a",
+        ),
+        (
+            [
+                "run",
+                "late-claim",
+                "--plan",
+                "FaultPlan((DelayLeg(",
+            ],
+            "plan 'FaultPlan((DelayLeg(' is",
+        ),
+        (["run", "late-claim", "--plan", " "], "the plan is empty; write FaultPlan((...,)) with"),
+        (
+            ["run", "late-claim", "--plan", "DropLeg(drive='cron')"],
+            "plan \"DropLeg(drive='cron')\" does",
+        ),
+        (["run", "late-claim", "--plan", "DelayLeg"], "plan 'DelayLeg' is a type, not a FaultPlan"),
+        (["run", "nope"], "no scenario 'nope'; the scenarios are: late-begin, "),
+        (
+            ["run", f"{EXAMPLE}:nope"],
+            f"no scenario 'nope' in {EXAMPLE}; its scenarios are: nightly",
+        ),
+        (["run", EXAMPLE], f"scenario '{EXAMPLE}' names a file but no scenario; write "),
+        (["run", "nowhere.py:x"], "no file nowhere.py"),
+        (["list", "nowhere.py"], "no file nowhere.py"),
+        (["run", "late-claim", "--mutant", "nope"], "no mutant 'nope'; the mutants are: patch-"),
+        (["sweep", "late-claim", "--seeds", "9..1"], "seeds '9..1' run backwards; write the smal"),
+        (["sweep", "late-claim", "--seeds", "1-9"], "seeds '1-9' must be N or A..B (both whole"),
+        (["sweep", "late-claim", "--seeds", "1", "--jobs", "0"], "--jobs 0 must be 1 or more"),
+        (["explore", "late-claim", "--mutant", "x"], "no mutant 'x'; the mutants are: patch-own"),
+    ],
+)
+def test_an_ordinary_mistake_is_one_line_and_exit_2(
+    argv: list[str], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"error: {error}")
+    assert captured.err.count("\n") == 1
+    assert captured.out == ""
+
+
+def test_a_file_that_fails_to_load_is_told_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    world = tmp_path / "broken.py"
+    world.write_text("import sims\n\nraise RuntimeError('oops')\n")
+    assert main(["list", str(world)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: {world} failed to load (line 3): RuntimeError: oops; fix the file and try "
+        f"again (python {world} shows the whole traceback)\n"
+    )

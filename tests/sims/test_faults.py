@@ -90,7 +90,9 @@ def test_an_abandoned_request_runs_late_and_the_story_says_so() -> None:
     assert sim.report.ok
     story = "\n".join(story_lines(events))
     assert (
-        "fault: the caller gives up on record_step #10; the wire delivers it 1500 ms later anyway"
-        in story
+        "fault: the caller gives up on record_step call 2; the wire delivers it 1500 ms later "
+        "anyway" in story
     )
-    assert "the abandoned record_step #10 reaches scope scope-1 late, and runs there" in story
+    # Every line about the struck call names it as the plan does, not by the link's sequence.
+    assert "the abandoned record_step call 2 reaches scope scope-1 late, and runs there" in story
+    assert "gives up on record_step #10" not in story

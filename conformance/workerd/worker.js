@@ -1,0 +1,577 @@
+// The store port over the conformance wire (version 1), served by one SQLite-backed Durable Object
+// per scope, as the platform the reference simulates hosts it.
+//
+// Theory of operation. The worker's fetch handler reads one wire request (a JSON object POSTed to
+// any path), answers `hello` itself, and hands every other request to the Durable Object named by
+// the request's `scope`. The object runs the operation as ONE `transactionSync` over the spec's SQL
+// (spec-sql.js, copied character for character), so a refused or failed operation leaves nothing
+// behind, exactly as the reference's BEGIN IMMEDIATE ... ROLLBACK does. The store's time is the
+// request's `now`: the object never reads a clock of its own, which is what lets a caller drive this
+// store and the reference in lockstep. docs/conformance.md describes the wire.
+
+import { DurableObject } from "cloudflare:workers";
+import {
+  JOB_RUN_BEGIN_SQL,
+  JOB_RUN_CLAIM_SQL,
+  JOB_RUN_DDL,
+  JOB_RUN_DUE_SQL,
+  JOB_RUN_LIVE_SQL,
+  JOB_RUN_MISS_SETTLE_SQL,
+  JOB_RUN_MISS_SQL,
+  JOB_RUN_PATCH_SQL,
+  JOB_RUN_RENEW_SQL,
+  JOB_STEP_RECORD_SQL,
+} from "./spec-sql.js";
+
+const WIRE = 1;
+const STORE = "workerd-durable-object";
+
+const RUN_COLUMNS = [
+  "id", "module_id", "job", "instance", "payload", "subject_id", "status", "cursor", "counters",
+  "attempts", "last_error", "started_at", "updated_at", "next_attempt_at", "ended_at",
+  "lease_owner", "lease_began_at", "admission_misses",
+];
+const STEP_COLUMNS = ["run_id", "step", "result", "attempts", "last_error", "recorded_at"];
+const STATUSES = ["running", "done", "failed"];
+
+const JOB_LEASE_EXPIRED_NOTE =
+  "interrupted: the pass holding this run stopped reporting, and its lease expired";
+const JOB_LEASE_TOO_SHORT_NOTE = "lease too short for this environment";
+const JOB_ADMISSION_MISS_MAX = 10;
+const JOB_RUN_LIST_LIMIT = 50;
+const JOB_RUN_LIST_MAX = 500;
+const JOB_ERASED_RUNNING_NOTE =
+  "stopped by subject erasure (#37) — this run held an erased subject's data, " +
+  "so it cannot resume from it";
+const JOB_ERASED_FINISHED_NOTE =
+  "redacted by subject erasure (#37) — what this job run held about the subject is gone; " +
+  "that it ran, and when, is not";
+const REDACTED_KEY = "_substratRedacted";
+const ERASURE_REASON = "subject-erasure";
+
+// A refusal of bad input: the wire's `validation_failed`, naming the dotted path it refused.
+class Refusal extends Error {
+  constructor(path, message) {
+    super(`${path} ${message}`);
+    this.path = path;
+  }
+}
+
+// -- time: ISO-8601 UTC with milliseconds and Z, the one spelling whose string order is time order --
+
+const ISO = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z$/;
+
+function parseIso(text) {
+  const match = typeof text === "string" ? ISO.exec(text) : null;
+  if (match === null) return null;
+  const [year, month, day, hour, minute, second, millis] = match.slice(1).map(Number);
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day);
+  date.setUTCHours(hour, minute, second, millis);
+  const real =
+    date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 &&
+    date.getUTCDate() === day && hour <= 23 && minute <= 59 && second <= 59;
+  return real ? date.getTime() : null;
+}
+
+function isoFromMs(ms) {
+  const date = new Date(Math.floor(ms));
+  const year = date.getUTCFullYear();
+  if (!(year >= 0 && year <= 9999)) {
+    throw new Error(`time ${ms} ms falls outside the years 0000 to 9999`);
+  }
+  const pad = (value, width) => String(value).padStart(width, "0");
+  return (
+    `${pad(year, 4)}-${pad(date.getUTCMonth() + 1, 2)}-${pad(date.getUTCDate(), 2)}` +
+    `T${pad(date.getUTCHours(), 2)}:${pad(date.getUTCMinutes(), 2)}:` +
+    `${pad(date.getUTCSeconds(), 2)}.${pad(date.getUTCMilliseconds(), 3)}Z`
+  );
+}
+
+// -- input checks, in the reference's order so the first refusal names the same path --------------
+
+function timeMs(value, path) {
+  const ms = parseIso(value);
+  if (ms === null) {
+    throw new Refusal(path, "is not ISO-8601 UTC with milliseconds and Z");
+  }
+  return ms;
+}
+
+function checkOwner(owner) {
+  if (typeof owner !== "string" || owner === "") {
+    throw new Refusal("owner", "must be the non-empty lease owner its claim was made with");
+  }
+}
+
+function checkWhole(value, path, minimum) {
+  if (!Number.isInteger(value) || value < minimum) {
+    throw new Refusal(path, `must be a whole number of at least ${minimum}`);
+  }
+}
+
+function checkText(value, path, nullable) {
+  if (!(typeof value === "string" || (nullable && value === null))) {
+    throw new Refusal(path, nullable ? "must be text or null" : "must be text");
+  }
+}
+
+function checkStatus(status, path) {
+  if (!STATUSES.includes(status)) {
+    throw new Refusal(path, "must be one of 'running', 'done', 'failed'");
+  }
+}
+
+function checkPatch(patch) {
+  checkStatus(patch.status, "patch.status");
+  checkWhole(patch.attempts, "patch.attempts", 0);
+}
+
+function checkPatchOwner(owner) {
+  // IS ?, not = ?: null is a legitimate owner for a coordinator from before leases.
+  if (owner !== null) checkOwner(owner);
+}
+
+// -- pure rules the spec shares between adapters --------------------------------------------------
+
+function admissionBackoffMs(misses) {
+  return Math.min(300_000, 1_000 * 2 ** Math.max(0, misses - 1));
+}
+
+function admissionMissOutcome(misses, now, note) {
+  if (misses >= JOB_ADMISSION_MISS_MAX) {
+    return { status: "failed", nextAttemptAt: null, endedAt: now, lastError: note };
+  }
+  return {
+    status: "running",
+    nextAttemptAt: isoFromMs(parseIso(now) + admissionBackoffMs(misses)),
+    endedAt: null,
+    lastError: null,
+  };
+}
+
+function jobRunListLimit(limit) {
+  if (limit === null || limit === undefined || typeof limit === "boolean" || !Number.isFinite(limit)) {
+    return JOB_RUN_LIST_LIMIT;
+  }
+  return Math.min(JOB_RUN_LIST_MAX, Math.max(1, Math.floor(limit)));
+}
+
+// -- erasure: what the scope's runs held about one subject, replaced by a tombstone --------------
+
+function tombstone(subjectId, at) {
+  return JSON.stringify({ [REDACTED_KEY]: { reason: ERASURE_REASON, subjectId, at } });
+}
+
+function parsed(text) {
+  if (text === null) return { ok: false };
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    return { ok: false };
+  }
+}
+
+const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+
+function isTombstone(text) {
+  const read = parsed(text);
+  if (!read.ok || !isObject(read.value)) return false;
+  const keys = Object.keys(read.value);
+  if (keys.length !== 1 || keys[0] !== REDACTED_KEY) return false;
+  const inner = read.value[REDACTED_KEY];
+  return isObject(inner) && inner.reason === ERASURE_REASON;
+}
+
+function carriesEnvelope(value, subjectId) {
+  const pending = [value];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (Array.isArray(item)) {
+      pending.push(...item);
+    } else if (isObject(item)) {
+      if (item.subjectId === subjectId && "piiClass" in item && item.piiClass !== "none") {
+        return true;
+      }
+      pending.push(...Object.values(item));
+    }
+  }
+  return false;
+}
+
+function textCarries(text, subjectId) {
+  const read = parsed(text);
+  return read.ok && carriesEnvelope(read.value, subjectId);
+}
+
+function notCarriedNote(sourceScopeId) {
+  return (
+    `not carried: copied from scope ${sourceScopeId} before it ran; ` +
+    "it runs in the scope that asked for it, never in a copy"
+  );
+}
+
+// -- the store ------------------------------------------------------------------------------------
+
+const rowOf = (record) => Object.fromEntries(RUN_COLUMNS.map((name) => [name, record[name] ?? null]));
+const stepOf = (record) => Object.fromEntries(STEP_COLUMNS.map((name) => [name, record[name] ?? null]));
+
+export class Scope extends DurableObject {
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.sql = ctx.storage.sql;
+    this.sql.exec(JOB_RUN_DDL);
+  }
+
+  // One wire request; the reply object. Never throws: a failure is a reply.
+  handle(request) {
+    const operation = OPERATIONS[request.op];
+    if (operation === undefined) {
+      return badRequest(`op ${JSON.stringify(request.op)} is not an operation of wire ${WIRE}`);
+    }
+    const args = request.args ?? {};
+    if (!isObject(args)) return badRequest("args must be an object");
+    try {
+      const result = operation.call(this, args, request.now, request.scope);
+      return { ok: true, result: result === undefined ? null : result };
+    } catch (error) {
+      if (error instanceof Refusal) {
+        return {
+          ok: false,
+          error: { code: "validation_failed", message: error.message, paths: [error.path] },
+        };
+      }
+      return { ok: false, error: { code: "store_error", message: String(error) } };
+    }
+  }
+
+  tx(body) {
+    return this.ctx.storage.transactionSync(body);
+  }
+
+  changes() {
+    return this.sql.exec("SELECT changes() AS n").one().n;
+  }
+
+  applyPatch(id, patch, owner) {
+    this.sql.exec(
+      JOB_RUN_PATCH_SQL, patch.status, patch.cursor, patch.counters, patch.attempts,
+      patch.last_error, patch.updated_at, patch.next_attempt_at, patch.ended_at, id, owner,
+    );
+    return this.changes() === 1;
+  }
+
+  renew(runId, owner, expiry) {
+    this.sql.exec(JOB_RUN_RENEW_SQL, expiry, runId, owner);
+    return this.changes() === 1;
+  }
+
+  tables() {
+    return {
+      runs: this.sql.exec("SELECT * FROM _substrat_job_runs ORDER BY id").toArray().map(rowOf),
+      steps: this.sql
+        .exec(`SELECT ${STEP_COLUMNS.join(", ")} FROM _substrat_job_steps ORDER BY run_id, step`)
+        .toArray()
+        .map(stepOf),
+    };
+  }
+
+  // With "tables": true the reply also carries both tables as the operation left them, which
+  // saves the kit a round trip per operation.
+  async call(request) {
+    const reply = this.handle(request);
+    if (request.tables === true) reply.tables = this.tables();
+    return reply;
+  }
+}
+
+function badRequest(message) {
+  return { ok: false, error: { code: "bad_request", message } };
+}
+
+const OPERATIONS = {
+  start_or_join({ key, row }, now) {
+    timeMs(now, "now");
+    if (row.module_id !== key.module_id || row.job !== key.job || row.instance !== key.instance) {
+      throw new Refusal("row", "has another key than the join asked for");
+    }
+    if (row.status !== "running") {
+      throw new Refusal("row.status", "must be 'running': start_or_join inserts a live run");
+    }
+    return this.tx(() => {
+      const live = this.sql.exec(JOB_RUN_LIVE_SQL, key.module_id, key.job, key.instance).toArray();
+      if (live.length > 0) return rowOf(live[0]);
+      this.sql.exec(
+        `INSERT INTO _substrat_job_runs (${RUN_COLUMNS.join(", ")}) ` +
+          `VALUES (${RUN_COLUMNS.map(() => "?").join(", ")})`,
+        ...RUN_COLUMNS.map((name) => row[name]),
+      );
+      return rowOf(row);
+    });
+  },
+
+  due_keys({ now_param, max }, now) {
+    timeMs(now, "now");
+    timeMs(now_param, "now_param");
+    checkWhole(max, "max", 0);
+    return this.tx(() =>
+      this.sql.exec(JOB_RUN_DUE_SQL, now_param, max).toArray()
+        .map(({ id, module_id, job }) => ({ id, module_id, job })),
+    );
+  },
+
+  claim({ id, owner, lease_ms }, now) {
+    const nowMs = timeMs(now, "now");
+    checkOwner(owner);
+    checkWhole(lease_ms, "lease_ms", 1);
+    const expiry = isoFromMs(nowMs + lease_ms);
+    return this.tx(() => {
+      // takeover is what the row carried BEFORE the claim: read in the same transaction.
+      const before = this.sql.exec("SELECT lease_began_at FROM _substrat_job_runs WHERE id = ?", id).toArray();
+      const claimed = this.sql
+        .exec(JOB_RUN_CLAIM_SQL, owner, expiry, now, JOB_LEASE_EXPIRED_NOTE, id, now)
+        .toArray();
+      if (claimed.length === 0) return null;
+      return { run: rowOf(claimed[0]), takeover: before[0].lease_began_at !== null };
+    });
+  },
+
+  begin({ id, owner, margin_ms }, now) {
+    const nowMs = timeMs(now, "now");
+    checkOwner(owner);
+    if (typeof margin_ms !== "number" || !Number.isFinite(margin_ms) || margin_ms < 0) {
+      throw new Refusal("margin_ms", "must be a finite number of milliseconds, 0 or more");
+    }
+    const threshold = isoFromMs(nowMs + Math.floor(margin_ms));
+    return this.tx(() => {
+      this.sql.exec(JOB_RUN_BEGIN_SQL, now, id, owner, threshold);
+      return this.changes() === 1;
+    });
+  },
+
+  miss({ id, owner, note }, now) {
+    timeMs(now, "now");
+    checkOwner(owner);
+    checkText(note, "note", false);
+    return this.tx(() => {
+      const counted = this.sql.exec(JOB_RUN_MISS_SQL, now, id, owner).toArray();
+      if (counted.length === 0) return null;
+      const misses = counted[0].admission_misses;
+      const outcome = admissionMissOutcome(misses, now, note);
+      this.sql.exec(
+        JOB_RUN_MISS_SETTLE_SQL, outcome.status, outcome.nextAttemptAt, outcome.endedAt,
+        outcome.lastError, id, misses,
+      );
+      if (this.changes() !== 1) throw new Error(`admission miss ${misses} of run ${id} did not settle`);
+      return { misses, failed: outcome.status === "failed" };
+    });
+  },
+
+  list({ filter }, now) {
+    timeMs(now, "now");
+    filter = filter ?? {};
+    if (filter.status !== undefined && filter.status !== null) checkStatus(filter.status, "filter.status");
+    for (const column of ["module_id", "job", "instance"]) {
+      if (filter[column] !== undefined) checkText(filter[column], `filter.${column}`, true);
+    }
+    const limit = filter.limit ?? null;
+    if (limit !== null && typeof limit !== "number" && typeof limit !== "boolean") {
+      throw new Refusal("filter.limit", "must be a number, or null for the default");
+    }
+    const clauses = [];
+    const params = [];
+    for (const column of ["module_id", "job", "instance", "status"]) {
+      const value = filter[column];
+      if (value !== undefined && value !== null) {
+        clauses.push(`${column} = ?`);
+        params.push(value);
+      }
+    }
+    const where = clauses.length > 0 ? ` WHERE ${clauses.join(" AND ")}` : "";
+    params.push(jobRunListLimit(limit));
+    return this.tx(() =>
+      this.sql.exec(`SELECT * FROM _substrat_job_runs${where} ORDER BY id DESC LIMIT ?`, ...params)
+        .toArray().map(rowOf),
+    );
+  },
+
+  patch({ id, patch, owner }, now) {
+    timeMs(now, "now");
+    checkPatchOwner(owner);
+    checkPatch(patch);
+    return this.tx(() => this.applyPatch(id, patch, owner));
+  },
+
+  commit_pass({ id, patch, owner }, now) {
+    timeMs(now, "now");
+    checkPatchOwner(owner);
+    checkPatch(patch);
+    return this.tx(() => {
+      const applied = this.applyPatch(id, patch, owner);
+      // Only when the patch applied: a stale holder's commit must not empty the new holder's ledger.
+      if (applied) this.sql.exec("DELETE FROM _substrat_job_steps WHERE run_id = ?", id);
+      return applied;
+    });
+  },
+
+  begin_step({ run_id, name, owner, lease_ms }, now) {
+    const nowMs = timeMs(now, "now");
+    checkOwner(owner);
+    checkWhole(lease_ms, "lease_ms", 1);
+    const expiry = isoFromMs(nowMs + lease_ms);
+    return this.tx(() => {
+      if (!this.renew(run_id, owner, expiry)) return { held: false, row: null };
+      const found = this.sql
+        .exec(
+          "SELECT step, result, attempts, last_error FROM _substrat_job_steps WHERE run_id = ? AND step = ?",
+          run_id, name,
+        )
+        .toArray();
+      return { held: true, row: found.length === 0 ? null : { ...found[0] } };
+    });
+  },
+
+  record_step({ run_id, name, result, attempts, last_error, at, owner, lease_ms }, now) {
+    const nowMs = timeMs(now, "now");
+    timeMs(at, "at");
+    checkOwner(owner);
+    checkWhole(lease_ms, "lease_ms", 1);
+    checkText(result, "result", true);
+    checkText(last_error, "last_error", true);
+    checkWhole(attempts, "attempts", 0);
+    const expiry = isoFromMs(nowMs + lease_ms);
+    return this.tx(() => {
+      if (!this.renew(run_id, owner, expiry)) return false;
+      this.sql.exec(JOB_STEP_RECORD_SQL, run_id, name, result, attempts, last_error, at, run_id, owner);
+      return true;
+    });
+  },
+
+  shred_subject({ subject_id }, now) {
+    timeMs(now, "now");
+    if (typeof subject_id !== "string" || subject_id === "") {
+      throw new Refusal("subject_id", "must name the data subject to erase");
+    }
+    return this.tx(() => {
+      const resultsByRun = new Map();
+      for (const { run_id, result } of this.sql.exec(
+        "SELECT run_id, result FROM _substrat_job_steps WHERE result IS NOT NULL",
+      )) {
+        if (!resultsByRun.has(run_id)) resultsByRun.set(run_id, []);
+        resultsByRun.get(run_id).push(result);
+      }
+      const touched = [];
+      for (const run of this.sql.exec(
+        "SELECT id, subject_id, status, payload, cursor FROM _substrat_job_runs ORDER BY id",
+      )) {
+        const held = [run.payload, run.cursor, ...(resultsByRun.get(run.id) ?? [])];
+        const stillHolds = (text) => text !== null && !isTombstone(text);
+        if (
+          held.some((text) => textCarries(text, subject_id)) ||
+          (run.subject_id === subject_id && held.some(stillHolds))
+        ) {
+          touched.push(run);
+        }
+      }
+      const stone = tombstone(subject_id, now);
+      for (const run of touched) {
+        this.sql.exec(
+          "UPDATE _substrat_job_steps SET result = ? WHERE run_id = ? AND result IS NOT NULL",
+          stone, run.id,
+        );
+        if (run.status === "running") {
+          this.sql.exec(
+            "UPDATE _substrat_job_runs SET payload = ?, " +
+              "cursor = CASE WHEN cursor IS NULL THEN NULL ELSE ? END, status = 'failed', " +
+              "last_error = ?, updated_at = ?, next_attempt_at = NULL, ended_at = ?, " +
+              "lease_owner = NULL, lease_began_at = NULL WHERE id = ?",
+            stone, stone, JOB_ERASED_RUNNING_NOTE, now, now, run.id,
+          );
+        } else {
+          this.sql.exec(
+            "UPDATE _substrat_job_runs SET payload = ?, " +
+              "cursor = CASE WHEN cursor IS NULL THEN NULL ELSE ? END, last_error = ?, " +
+              "updated_at = ? WHERE id = ?",
+            stone, stone, JOB_ERASED_FINISHED_NOTE, now, run.id,
+          );
+        }
+      }
+      return touched.length;
+    });
+  },
+
+  export_dump(args, now, scope) {
+    timeMs(now, "now");
+    return this.tx(() => ({ scope_id: scope, ...this.tables() }));
+  },
+
+  import_dump({ dump, source_scope_id }, now, scope) {
+    timeMs(now, "now");
+    if (!isObject(dump) || !Array.isArray(dump.runs) || !Array.isArray(dump.steps)) {
+      throw new Refusal("dump", "must be the dump export_dump returned");
+    }
+    if (source_scope_id !== dump.scope_id) {
+      throw new Refusal("source_scope_id", "must be the scope the dump was exported from");
+    }
+    const foreign = dump.scope_id !== scope;
+    return this.tx(() => {
+      for (const run of dump.runs) {
+        let carried = run;
+        if (foreign && run.status === "running") {
+          carried = {
+            ...run, status: "failed", last_error: notCarriedNote(source_scope_id), updated_at: now,
+            next_attempt_at: null, ended_at: now, lease_owner: null, lease_began_at: null,
+          };
+        }
+        this.sql.exec(
+          `INSERT OR REPLACE INTO _substrat_job_runs (${RUN_COLUMNS.join(", ")}) ` +
+            `VALUES (${RUN_COLUMNS.map(() => "?").join(", ")})`,
+          ...RUN_COLUMNS.map((name) => carried[name]),
+        );
+      }
+      for (const step of dump.steps) {
+        this.sql.exec(
+          `INSERT OR REPLACE INTO _substrat_job_steps (${STEP_COLUMNS.join(", ")}) ` +
+            `VALUES (${STEP_COLUMNS.map(() => "?").join(", ")})`,
+          ...STEP_COLUMNS.map((name) => step[name]),
+        );
+      }
+      return dump.runs.length;
+    });
+  },
+
+  tables(args, now) {
+    return this.tx(() => this.tables());
+  },
+};
+
+export default {
+  async fetch(request, env) {
+    if (request.method !== "POST") {
+      return reply(badRequest("POST one wire request, a JSON object, to any path"), 405);
+    }
+    let body;
+    try {
+      body = await request.json();
+    } catch {
+      return reply(badRequest("the body is not JSON"), 400);
+    }
+    if (!isObject(body)) return reply(badRequest("a wire request is a JSON object"), 400);
+    if (body.wire !== WIRE) {
+      return reply(badRequest(`wire ${JSON.stringify(body.wire)} is not spoken here; this store speaks ${WIRE}`), 400);
+    }
+    if (body.op === "hello") return reply({ ok: true, result: { wire: WIRE, store: STORE } });
+    if (typeof body.scope !== "string" || body.scope === "") {
+      return reply(badRequest("scope must name the scope, a non-empty string"), 400);
+    }
+    const scope = env.SCOPES.get(env.SCOPES.idFromName(body.scope));
+    return reply(await scope.call(body));
+  },
+};
+
+function reply(value, status = 200) {
+  return new Response(JSON.stringify(value), {
+    status,
+    headers: { "content-type": "application/json" },
+  });
+}

@@ -1,0 +1,202 @@
+"""Comparing two stores' replies and tables, and the named allowances the comparison knows.
+
+Two values are the same when they are the same JSON: same types (``true`` is not ``1``), same
+numbers, same text, same keys, same order in arrays. Where the reference and a real runtime differ
+ON PURPOSE, the difference is an ALLOWANCE: it has a name and a reason (docs/conformance.md lists
+them), every use of one is counted and reported, and ``--strict`` turns each into a difference.
+Nothing is skipped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any, Final
+
+import attrs
+
+#: Integers past this magnitude are not exact in a JavaScript number (a double).
+_EXACT_INT: Final = 2**53
+
+
+@attrs.frozen
+class Allowance:
+    name: str
+    reason: str
+
+
+ALLOWANCES: Final = {
+    allowance.name: allowance
+    for allowance in (
+        Allowance(
+            "refusal-message",
+            "both stores refused with the same error code and the same paths, in other words: "
+            "a refusal's message is the adapter's own prose",
+        ),
+        Allowance(
+            "wide-integer",
+            "an integer past 2**53 that is equal as a double: a JavaScript runtime's numbers are "
+            "doubles, on the wire and in its SQLite binding alike",
+        ),
+    )
+}
+
+
+@attrs.define
+class Comparison:
+    """One comparison's first difference (None when the values agreed) and the allowances used."""
+
+    difference: str | None = None
+    allowed: Counter[str] = attrs.field(factory=Counter)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _walk(path: str, reference: Any, target: Any, strict: bool, out: Comparison) -> bool:
+    """Whether the two agree (allowances counted into ``out``); on the first difference, ``out``
+    says where and what, and the walk stops."""
+    where = path or "the value"
+    kind = _kind(reference)
+    if kind != _kind(target):
+        out.difference = (
+            f"at {where} the reference has {_show(reference)} and the target {_show(target)}"
+        )
+        return False
+    if kind == "object":
+        missing = [key for key in reference if key not in target]
+        extra = [key for key in target if key not in reference]
+        if missing or extra:
+            out.difference = (
+                f"at {where} the target's fields differ"
+                + (f"; it lacks {', '.join(missing)}" if missing else "")
+                + (f"; it has more: {', '.join(extra)}" if extra else "")
+            )
+            return False
+        return all(
+            _walk(f"{path}.{key}" if path else str(key), reference[key], target[key], strict, out)
+            for key in reference
+        )
+    if kind == "array":
+        if len(reference) != len(target):
+            out.difference = (
+                f"at {where} the reference has {len(reference)} items and the target "
+                f"{len(target)}: {_show(reference)} against {_show(target)}"
+            )
+            return False
+        return all(
+            _walk(f"{path}.{i}", a, b, strict, out)
+            for i, (a, b) in enumerate(zip(reference, target, strict=True))
+        )
+    # 3 and 3.0 compare equal here, as they must: the wire's JSON does not tell them apart.
+    if reference != target:
+        if (
+            kind == "number"
+            and not strict
+            and isinstance(reference, int)
+            and abs(reference) > _EXACT_INT
+            and float(reference) == float(target)
+        ):
+            out.allowed["wide-integer"] += 1
+            return True
+        out.difference = (
+            f"at {where} the reference has {_show(reference)} and the target {_show(target)}"
+        )
+        return False
+    return True
+
+
+def _same_json(reference: Any, target: Any) -> bool:
+    # The fast path for the common case: identical JSON text is identical JSON (no bool/number
+    # confusion, key order included, since both sides' objects keep the wire's field order).
+    try:
+        return json.dumps(reference, separators=(",", ":")) == json.dumps(
+            target, separators=(",", ":")
+        )
+    except (TypeError, ValueError):
+        return False
+
+
+def compare_values(reference: Any, target: Any, *, strict: bool) -> Comparison:
+    out = Comparison()
+    if _same_json(reference, target):
+        return out
+    _walk("", reference, target, strict, out)
+    return out
+
+
+def compare_replies(reference: Any, target: Any, *, strict: bool) -> Comparison:
+    """Two replies to one request. Refusals agree on their code and paths; their messages are an
+    allowance (``refusal-message``)."""
+    if (
+        isinstance(reference, dict)
+        and isinstance(target, dict)
+        and reference.get("ok") is False
+        and target.get("ok") is False
+    ):
+        ours, theirs = reference.get("error") or {}, target.get("error") or {}
+        out = compare_values(
+            {"code": ours.get("code"), "paths": ours.get("paths")},
+            {"code": theirs.get("code"), "paths": theirs.get("paths")},
+            strict=strict,
+        )
+        if out.difference is not None:
+            out.difference = f"the two refusals differ: {out.difference}"
+            return out
+        if ours.get("message") != theirs.get("message"):
+            if strict:
+                out.difference = (
+                    f"the refusals' messages differ (--strict): the reference says "
+                    f"{_show(ours.get('message'))} and the target {_show(theirs.get('message'))}"
+                )
+            else:
+                out.allowed["refusal-message"] += 1
+        return out
+    return compare_values(reference, target, strict=strict)
+
+
+def compare_tables(reference: Any, target: Any, *, strict: bool) -> Comparison:
+    """Both tables of one scope. A difference names the run (or step) by its key, not its index."""
+    out = compare_values(reference, target, strict=strict)
+    if out.difference is None or not (isinstance(reference, dict) and isinstance(target, dict)):
+        return out
+    keyed: dict[str, tuple[Any, Any]] = {}
+    for table, key in (("runs", ("id",)), ("steps", ("run_id", "step"))):
+        ours, theirs = reference.get(table), target.get(table)
+        if isinstance(ours, list) and isinstance(theirs, list):
+            keyed[table] = (_by_key(ours, key), _by_key(theirs, key))
+    if not keyed:
+        return out
+    named = compare_values(
+        {table: pair[0] for table, pair in keyed.items()},
+        {table: pair[1] for table, pair in keyed.items()},
+        strict=strict,
+    )
+    if named.difference is not None:
+        named.difference = named.difference.replace(" fields differ", " rows differ")
+        return named
+    out.difference = f"the rows agree but come in another order ({out.difference})"
+    return out
+
+
+def _by_key(rows: list[Any], key: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        "/".join(str(row.get(part)) for part in key) if isinstance(row, dict) else str(i): row
+        for i, row in enumerate(rows)
+    }

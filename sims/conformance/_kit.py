@@ -1,0 +1,372 @@
+"""The differential kit: the reference and a target, driven through the same histories in lockstep.
+
+Theory of operation. Hypothesis draws a history one step at a time (``_history``), each step
+looking at the reference's tables as they stand. Every step goes to both stores with the same
+store time; the two replies are compared, then both tables of the scope it touched. The first
+difference ends the history, Hypothesis shrinks the history to the fewest steps that still differ,
+and the kit prints that history as a command that replays it and as a test to paste. Differences
+the kit allows on purpose are named (``_compare.ALLOWANCES``), counted and printed; ``strict``
+makes them differences.
+
+Each history runs in scopes of its own (``a`` and ``b`` mapped to fresh names), so no history
+sees another's rows and a replay needs no reset of the target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pprint
+import shlex
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+
+from scopehost import ScopeDatabase
+
+from ._compare import ALLOWANCES, Comparison, compare_replies, compare_tables
+from ._history import Step, View, draw_steps, moves
+from ._targets import LocalTarget, Target, TargetFailed, open_target
+from ._wire import WIRE_VERSION, DatabaseFactory, ReferenceStore
+
+_SCOPES: Final = ("a", "b")
+#: Asks a store to answer with both tables of the scope as the operation left them.
+_TABLES: Final = {"tables": True}
+
+
+@attrs.frozen
+class Difference:
+    """Where a history first made the two stores disagree."""
+
+    step: int
+    op: str
+    what: str
+    detail: str
+
+    def line(self) -> str:
+        return f"step {self.step} ({self.op}): {self.what}: {self.detail}"
+
+
+@attrs.define
+class ConformanceReport:
+    """What one run of the kit compared, and what it found."""
+
+    target: str
+    strict: bool
+    seed: int | None = None
+    histories: int = 0
+    operations: int = 0
+    allowed: Counter[str] = attrs.field(factory=Counter)
+    difference: Difference | None = None
+    history: list[Step] | None = None
+    failure: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.difference is None and self.failure is None
+
+    def command(self) -> str:
+        """The command that replays the shrunk history against the same target."""
+        assert self.history is not None
+        words = ["python", "-m", "sims", "conformance", "--target", self.target]
+        if self.strict:
+            words.append("--strict")
+        words += ["--replay", json.dumps(self.history, separators=(",", ":"), ensure_ascii=False)]
+        return shlex.join(words)
+
+    def test_source(self) -> str:
+        """A pytest function that replays the shrunk history; it fails until the stores agree."""
+        assert self.history is not None
+        body = pprint.pformat(self.history, indent=4, width=96, sort_dicts=False)
+        strict = ", strict=True" if self.strict else ""
+        return (
+            "from sims.conformance import replay_history\n\n\n"
+            "def test_conformance_history() -> None:\n"
+            f"    history = {_indent(body)}\n"
+            f"    report = replay_history(history, target={self.target!r}{strict})\n"
+            "    assert report.difference is None, report.difference.line()\n"
+        )
+
+    def lines(self) -> list[str]:
+        out = []
+        compared = (
+            f"{self.histories} histories, {self.operations} operations, "
+            "both tables compared after each"
+        )
+        seed = "" if self.seed is None else f"; seed {self.seed} (--seed {self.seed} repeats it)"
+        if self.failure is not None:
+            out.append(f"conformance: FAILED — {self.failure}")
+            out.append(f"conformance: before that, compared {compared}{seed}")
+        elif self.difference is not None:
+            out.append(f"conformance: DIFFERENCE between the reference and {self.target}")
+            out.append(f"  {self.difference.line()}")
+            out.append(f"conformance: compared {compared}{seed}")
+            assert self.history is not None
+            out.append(f"\nthe shrunk history ({len(self.history)} steps), as a command:\n")
+            out.append(self.command())
+            out.append("\nand as a test to paste:\n")
+            out.append(self.test_source())
+        else:
+            out.append(
+                f"conformance: {self.target} agreed with the reference: {compared}{seed}"
+                + (" (strict)" if self.strict else "")
+            )
+        if self.allowed:
+            out.append("allowances used (--strict makes each a difference):")
+            for name, count in sorted(self.allowed.items()):
+                out.append(f"  {name} x{count}: {ALLOWANCES[name].reason}")
+        elif self.failure is None:
+            out.append("allowances used: none")
+        return out
+
+
+def _indent(text: str) -> str:
+    return text.replace("\n", "\n    ")
+
+
+class _Abort(BaseException):
+    """The target stopped answering: stop the search (not a difference to shrink)."""
+
+
+class _Found(Exception):
+    """A history made the stores disagree: Hypothesis shrinks it."""
+
+
+@attrs.define
+class _Lockstep:
+    reference: Target
+    target: Target
+    strict: bool
+    report: ConformanceReport
+    prefix: str
+    histories_begun: int = 0
+
+    def scopes(self) -> dict[str, str]:
+        self.histories_begun += 1
+        return {name: f"{self.prefix}h{self.histories_begun}-{name}" for name in _SCOPES}
+
+    def _both(self, request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        return self.reference.call(request), self.target.call(request)
+
+    def run(
+        self, steps: Iterator[Step], view: View | None, record: list[Step]
+    ) -> tuple[Difference | None, Counter[str]]:
+        """Run ``steps`` on both stores until one differs; the allowances used along the way."""
+        scopes = self.scopes()
+        allowed: Counter[str] = Counter()
+        for number, step in enumerate(steps, start=1):
+            record.append(step)
+            difference = self._step(number, step, scopes, view, allowed)
+            if difference is not None:
+                return difference, allowed
+        return None, allowed
+
+    def _step(
+        self,
+        number: int,
+        step: Step,
+        scopes: dict[str, str],
+        view: View | None,
+        allowed: Counter[str],
+    ) -> Difference | None:
+        op, scope, now = step["op"], scopes[step["scope"]], step["now"]
+
+        def check(what: str, comparison: Comparison) -> Difference | None:
+            allowed.update(comparison.allowed)
+            if comparison.difference is None:
+                return None
+            return Difference(number, op, what, comparison.difference)
+
+        if op == "import_dump":
+            source = scopes[step["args"]["dump_of"]]
+            export = {"wire": WIRE_VERSION, "op": "export_dump", "scope": source, "now": now}
+            ours, theirs = self._both({**export, "args": {}})
+            self.report.operations += 1
+            found = check(
+                "the export it imports", compare_replies(ours, theirs, strict=self.strict)
+            )
+            if found is not None:
+                return found
+            named = scopes[step["args"]["source"]]
+            base = {"wire": WIRE_VERSION, "op": op, "scope": scope, "now": now}
+            ours = self.reference.call(
+                {**base, "args": {"dump": ours.get("result"), "source_scope_id": named}, **_TABLES}
+            )
+            theirs = self.target.call(
+                {
+                    **base,
+                    "args": {"dump": theirs.get("result"), "source_scope_id": named},
+                    **_TABLES,
+                }
+            )
+        else:
+            request = {"wire": WIRE_VERSION, "op": op, "scope": scope, "now": now}
+            ours, theirs = self._both({**request, "args": step["args"], **_TABLES})
+        self.report.operations += 1
+        ours_tables, theirs_tables = ours.pop("tables", None), theirs.pop("tables", None)
+        found = check("the replies differ", compare_replies(ours, theirs, strict=self.strict))
+        if found is not None:
+            return found
+        found = check(
+            f"after it, the tables of scope {step['scope']} differ",
+            compare_tables(ours_tables, theirs_tables, strict=self.strict),
+        )
+        if found is not None:
+            return found
+        if view is not None and ours_tables is not None:
+            view.tables[step["scope"]] = ours_tables
+        return None
+
+
+def _prefix() -> str:
+    # Scope names unique to this kit run, so a long-lived URL target never mixes two runs' rows.
+    return f"k{os.getpid():x}{os.urandom(3).hex()}-"
+
+
+def run_conformance(
+    target: str | Target,
+    *,
+    examples: int,
+    seed: int | None = None,
+    strict: bool = False,
+    database: DatabaseFactory = ScopeDatabase,
+) -> ConformanceReport:
+    """Drive ``examples`` generated histories through the reference (``database`` per scope) and
+    ``target`` in lockstep; a report of what was compared and the first, shrunk, difference."""
+    if type(examples) is not int or examples < 1:
+        raise ValueError(f"examples is {examples!r}; run at least 1 history")
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "big")
+    opened = open_target(target) if isinstance(target, str) else target
+    name = target if isinstance(target, str) else opened.name
+    report = ConformanceReport(target=name, strict=strict, seed=seed)
+    reference = LocalTarget(ReferenceStore(database=database), name="reference")
+    lockstep = _Lockstep(reference, opened, strict, report, _prefix())
+    found: list[tuple[Difference, list[Step]]] = []
+
+    @settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        derandomize=False,
+        verbosity=Verbosity.quiet,
+        phases=(Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
+    @hypothesis_seed(seed)
+    @given(moves())
+    def history(drawn: list[list[int]]) -> None:
+        report.histories += 1
+        record: list[Step] = []
+        view = View()
+        try:
+            difference, allowed = lockstep.run(draw_steps(drawn, view), view, record)
+        except TargetFailed as error:
+            report.failure = str(error)
+            raise _Abort from error
+        report.allowed.update(allowed)
+        if difference is not None:
+            found.append((difference, record))
+            raise _Found(difference.line())
+
+    try:
+        history()
+    except _Found:
+        # Hypothesis replays the shrunk history last, so the last one found is the smallest.
+        report.difference, report.history = found[-1]
+        try:
+            report.difference, report.history = _trim(lockstep, *found[-1])
+        except TargetFailed as error:
+            report.failure = str(error)
+    except _Abort:
+        pass
+    finally:
+        if isinstance(target, str):
+            opened.close()
+        reference.close()
+    return report
+
+
+def _trim(
+    lockstep: _Lockstep, difference: Difference, history: list[Step]
+) -> tuple[Difference, list[Step]]:
+    """Delete single steps from Hypothesis's shrunk history while it still differs.
+
+    Hypothesis shrinks the moves it drew; a concrete step it could not delete (a move whose
+    choices other moves' choices lean on) may still be unneeded as a request. Each candidate is
+    replayed whole, so what is printed is exactly what was last seen to differ."""
+    index = 0
+    while index < len(history) and len(history) > 1:
+        candidate = history[:index] + history[index + 1 :]
+        record: list[Step] = []
+        found, _allowed = lockstep.run(iter(candidate), None, record)
+        if found is not None:
+            difference, history = found, record
+        else:
+            index += 1
+    return difference, history
+
+
+def _checked_history(history: Any) -> list[Step]:
+    if not isinstance(history, list) or not history:
+        raise ValueError("a history is a non-empty JSON array of steps")
+    for number, step in enumerate(history, start=1):
+        if not isinstance(step, dict) or set(step) != {"op", "scope", "now", "args"}:
+            raise ValueError(f"step {number} must be an object with op, scope, now and args")
+        if step["scope"] not in _SCOPES:
+            raise ValueError(
+                f"step {number}'s scope is {step['scope']!r}; a history names 'a' or 'b'"
+            )
+        if step["op"] == "import_dump" and not (
+            isinstance(step["args"], dict)
+            and set(step["args"]) == {"dump_of", "source"}
+            and {step["args"]["dump_of"], step["args"]["source"]} <= set(_SCOPES)
+        ):
+            raise ValueError(
+                f"step {number} imports: its args are {{'dump_of': 'a'|'b', 'source': 'a'|'b'}}"
+            )
+    return history
+
+
+def replay_history(
+    history: list[Step],
+    *,
+    target: str | Target,
+    strict: bool = False,
+    database: DatabaseFactory = ScopeDatabase,
+) -> ConformanceReport:
+    """Run one history (as the kit prints it) through the reference and ``target``."""
+    steps = _checked_history(history)
+    opened = open_target(target) if isinstance(target, str) else target
+    name = target if isinstance(target, str) else opened.name
+    report = ConformanceReport(target=name, strict=strict, histories=1)
+    reference = LocalTarget(ReferenceStore(database=database), name="reference")
+    record: list[Step] = []
+    try:
+        lockstep = _Lockstep(reference, opened, strict, report, _prefix())
+        difference, allowed = lockstep.run(iter(steps), None, record)
+        report.allowed.update(allowed)
+        if difference is not None:
+            report.difference, report.history = difference, record
+    except TargetFailed as error:
+        report.failure = str(error)
+    finally:
+        if isinstance(target, str):
+            opened.close()
+        reference.close()
+    return report
+
+
+def load_history(text: str) -> list[Step]:
+    """``--replay``'s value: the history's JSON, or ``@FILE`` holding it."""
+    source = Path(text[1:]).read_text(encoding="utf-8") if text.startswith("@") else text
+    try:
+        return _checked_history(json.loads(source))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"the history is not JSON: {error}") from error

@@ -1,0 +1,54 @@
+"""The simulator's pytest plugin (loaded by pytest itself once this package is installed).
+
+It adds the ``sims_worlds`` fixture: call it with a scenario, and the test runs that world over
+seeds and fails, at the first world that goes wrong, with the checks' findings, the story and the
+exact command that replays it::
+
+    def test_my_job_survives_faults(sims_worlds):
+        sims_worlds("worlds/my_job.py:nightly-import", seeds=range(20))
+
+``pytest --sims-seeds 0..999`` replaces every such test's seeds, for a longer search than CI runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+
+from ._faults import FaultPlan
+from ._scenarios import ScenarioRef
+from ._sweep import parse_seeds
+from ._testing import check_worlds
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--sims-seeds",
+        default=None,
+        metavar="A..B",
+        help="seeds for every sims_worlds call, in place of the test's own (A..B or N)",
+    )
+
+
+@pytest.fixture
+def sims_worlds(request: pytest.FixtureRequest) -> Callable[..., int]:
+    """``sims_worlds(scenario, seeds=range(10), *, plan=None, mutant=None)``: run the scenario
+    once per seed; fail the test with the story and the replay command of the first world that
+    breaks a check or differs from what its scenario documents."""
+    override: str | None = request.config.getoption("--sims-seeds")
+
+    def run(
+        scenario: str | ScenarioRef,
+        seeds: Iterable[int] = range(10),
+        *,
+        plan: FaultPlan | None = None,
+        mutant: str | None = None,
+        **options: Any,
+    ) -> int:
+        __tracebackhide__ = True
+        chosen = parse_seeds(override) if override is not None else seeds
+        return check_worlds(scenario, chosen, plan=plan, mutant=mutant, **options)
+
+    return run

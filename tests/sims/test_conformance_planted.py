@@ -1,0 +1,80 @@
+"""The kit can fail: each planted bug is caught, shrunk to a few operations, and reproduced by the
+history the kit prints."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sims.conformance import LocalTarget, ReferenceStore, replay_history, run_conformance
+
+from .conformance_planted import PLANTED
+
+PLANTED_SCRIPT = Path(__file__).with_name("conformance_planted.py")
+
+# What each bug must be caught on: the operation whose reply or tables first differ, and at most
+# how many steps the shrunk history may keep (the bug's own setup and the operation itself).
+EXPECTED = {
+    "claim-due-edge": ("claim", 3),
+    "begin-margin-rounded": ("begin", 3),
+    "miss-never-fails": ("miss", 21),
+    "commit-keeps-ledger": ("commit_pass", 4),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTED))
+def test_a_planted_bug_is_caught_and_shrunk(bug: str) -> None:
+    target = LocalTarget(ReferenceStore(database=PLANTED[bug]), name=bug)
+    report = run_conformance(target, examples=400, seed=11)
+    op, most_steps = EXPECTED[bug]
+    assert report.difference is not None, f"{bug} was not caught in {report.histories} histories"
+    assert report.difference.op == op, report.difference.line()
+    assert report.history is not None
+    assert len(report.history) <= most_steps, report.history
+    # The printed history is the reproduction: it differs again, on the same step.
+    again = replay_history(
+        report.history, target=LocalTarget(ReferenceStore(database=PLANTED[bug]))
+    )
+    assert again.difference == report.difference
+
+
+def test_a_command_target_is_caught_and_the_printed_command_reproduces_it(
+    tmp_path: Path,
+) -> None:
+    command = f"{sys.executable} {PLANTED_SCRIPT} commit-keeps-ledger"
+    report = run_conformance(command, examples=300, seed=11)
+    assert report.difference is not None
+    assert report.difference.op == "commit_pass"
+    printed = "\n".join(report.lines())
+    assert report.command() in printed
+    assert "def test_conformance_history() -> None:" in printed
+    # The command as printed, run in a shell: it replays the history and exits 1 on the difference.
+    replayed = subprocess.run(
+        report.command().replace("python", sys.executable, 1),
+        shell=True,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert replayed.returncode == 1, replayed.stderr
+    assert report.difference.line() in replayed.stdout
+    # The pasted test fails the same way.
+    (tmp_path / "test_pasted.py").write_text(report.test_source())
+    pasted = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pasted.returncode == 1, pasted.stdout
+    assert report.difference.line() in pasted.stdout
+
+
+def test_the_reference_agrees_with_itself() -> None:
+    report = run_conformance(f"{sys.executable} -m sims.conformance", examples=60, seed=3)
+    assert report.ok, report.lines()
+    assert report.histories >= 60
+    assert report.operations > report.histories
