@@ -184,16 +184,12 @@ class KernelModel:
     def on_register(self, e: Row) -> None:
         lease = e["lease_ms"] if e["lease_ms"] is not None else JOB_LEASE_MS
         self.jobs[(e["drive"], e["module_id"], e["job"])] = (Policy.of(e["retry"]), lease)
-        if e["retry"] is not None:
-            self.probe("policy.job-own")
 
     def on_drive_call(self, e: Row) -> None:
         limit = e["limit"] if e["limit"] is not None else JOB_DRIVE_LIMIT
         self.ticks[(e["drive"], e["scope"])] = TickModel(
             e["drive"], e["scope"], e["max_passes"], limit
         )
-        if e["limit"] is not None:
-            self.probe("drive.small-limit")
 
     def on_start_call(self, e: Row) -> None:
         self.starts[(e["drive"], e["scope"])] = dict(e, sent=False, reply=None)
@@ -406,8 +402,6 @@ class KernelModel:
             p.tick.runs_won.add(p.run)
         if p.takeover:
             self.probe("takeover.begun")
-        elif result["run"]["attempts"] == 0 and result["run"]["last_error"] is None:
-            pass
         if p.takeover and p.row["attempts"] >= p.job.max_attempts:
             p.exhausted = True
             self.probe("takeover.exhausted")
@@ -480,8 +474,6 @@ class KernelModel:
                 f"drive {p.drive} recorded an admission miss for pass {p.owner[-6:]} after its "
                 "BEGIN wrote: a begun pass runs its handler",
             )
-        if op == "miss" and abs(left - margin) <= _EPSILON_MS:
-            self.probe("admission.at-margin")
 
     def on_begin_send(self, e: Row, p: PassModel) -> None:
         self._admission(p, "begin", e["t"])
@@ -646,8 +638,6 @@ class KernelModel:
         step.has_value = "value" in e
         step.value = e.get("value")
         step.record_expected = not (step.error is not None and step.door)
-        if step.error is not None and step.door:
-            self.probe("deferral.in-step")
 
     def on_record_step_send(self, e: Row, p: PassModel) -> None:
         step = p.step
@@ -694,7 +684,6 @@ class KernelModel:
             return
         if e.get("result") is not True:
             p.lost = True
-            self.probe("pass.lost-at-record")
             return
         if step.error is not None and p.failure is None:
             fails = step.attempt >= step.policy.max_attempts

@@ -43,8 +43,10 @@ PROBES: Final[dict[str, str]] = {
     "join.live": "a start joined the live run for its key",
     "join.other-subject": "a start under another subject met a live run (refused)",
     "payload.refused": "a start's payload was not queue-safe (refused before any row)",
+    "payload.cursor-refused": "a handler returned a cursor that is not queue-safe (pass failed)",
     "drive.unregistered-skipped": "a drive stepped over a due run whose job it does not register",
     "drive.limit-reached": "a drive's limit left due runs for the next call",
+    "drive.second-pass": "a drive call ran a second pass of one run (max_passes)",
     "instance.several-scopes": "one instance name live in several scopes at once",
 }
 

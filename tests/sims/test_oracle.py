@@ -68,7 +68,9 @@ NOT_YET_REACHED: frozenset[str] = frozenset(
         "join.live",
         "join.other-subject",
         "payload.refused",
+        "payload.cursor-refused",
         "drive.unregistered-skipped",
+        "drive.second-pass",
         "drive.limit-reached",
         "instance.several-scopes",
     }
