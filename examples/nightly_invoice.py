@@ -47,7 +47,7 @@ async def nightly_invoice(ctx: JobPassContext) -> JobPassResult:
     orders = await ctx.step("fetch", fetch)
 
     async def price() -> int:
-        return sum(orders) + 15  # shipping
+        return int(sum(orders)) + 15  # shipping
 
     total = await ctx.step("price", price)
 

@@ -380,7 +380,7 @@ def _sweep(arguments: argparse.Namespace) -> int:
         jobs=jobs,
         scheduler=arguments.scheduler,
         mutant=mutant,
-        progress=progress_bar() if sys.stderr.isatty() else None,
+        progress=progress_bar(sys.stderr) if sys.stderr.isatty() else None,
     )
     for line in report.lines():
         print(line)

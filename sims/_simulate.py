@@ -16,7 +16,7 @@ from ._faults import FaultPlan
 from ._mutants import MUTANTS
 from ._outcome import Simulation
 from ._run import run_world
-from ._scenarios import SCENARIOS, Scenario, ScenarioRef, find_scenario
+from ._scenarios import SCENARIOS, Scenario, ScenarioRef, display_path, find_scenario
 
 
 def _mutant_name(database: DatabaseFactory | None) -> str | None:
@@ -76,8 +76,13 @@ def simulate(
         "plan_overridden": plan is not None,
         "mutant": mutant_name,
     }
-    outcome = run_world(seed, setup, found.drive, settles=found.settles, meta=meta)
-    report = _with_user_checks(outcome.report, found, outcome)
+    try:
+        outcome = run_world(seed, setup, found.drive, settles=found.settles, meta=meta)
+        report = _with_user_checks(outcome.report, found, outcome)
+    except Exception as error:
+        if found.source is None:
+            raise  # the simulator's own scenario: a bug of ours, and its traceback is wanted
+        raise WorldError(found, seed, error) from error
     simulation = Simulation(
         shown,
         seed,
@@ -89,6 +94,39 @@ def simulate(
     if plan is None:
         simulation = attrs.evolve(simulation, mismatches=tuple(found.expect(simulation)))
     return simulation
+
+
+class WorldError(ValueError):
+    """A user's scenario raised (its drive function or one of its checks): said in one line, with
+    the place in the user's file; the original exception is chained."""
+
+    def __init__(self, scenario: Scenario, seed: int, error: BaseException) -> None:
+        self.error = _innermost(error)
+        where = ""
+        if scenario.source is not None:
+            lines = [line for file, line in _frames(self.error) if file == scenario.source]
+            if lines:
+                where = f" at {display_path(scenario.source)}:{lines[-1]}"
+        super().__init__(
+            f"scenario {scenario.ref} raised{where} with seed {seed}: "
+            f"{type(self.error).__name__}: {self.error}"
+        )
+
+
+def _innermost(error: BaseException) -> BaseException:
+    """A lone exception out of Trio's nurseries, unwrapped from its exception groups."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
+def _frames(error: BaseException) -> list[tuple[str, int]]:
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    return frames
 
 
 def _with_user_checks(report: CheckReport, scenario: Scenario, outcome: Any) -> CheckReport:

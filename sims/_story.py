@@ -127,4 +127,5 @@ def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterat
         who = event.get("drive") or event.get("link") or ("world" if "scope" in event else "")
         yield f"{event['t']:>10.3f} ms  {who:<8} {text}"
     if left:
-        yield f"{'':>13}  … {left} more lines (write the trace with --trace to read them all)"
+        more = "1 more line" if left == 1 else f"{left} more lines"
+        yield f"{'':>13}  … {more} (write the trace with --trace to read them all)"

@@ -30,8 +30,8 @@ ALLOWANCES: Final = {
     for allowance in (
         Allowance(
             "refusal-message",
-            "both stores refused with the same error code and the same paths, in other words: "
-            "a refusal's message is the adapter's own prose",
+            "two refusals with the same code and the same paths but other words: a refusal's "
+            "message is each adapter's own prose, the code and the paths are the contract",
         ),
         Allowance(
             "wide-integer",

@@ -270,7 +270,8 @@ def _miss(draw: Choices, view: View) -> Iterator[Step]:
 
 def _miss_cycle(draw: Choices, view: View) -> Iterator[Step]:
     """Claim and miss, again and again at each backoff's end: up to and past the tenth miss."""
-    id = _run_id(draw, view)
+    running = [run["id"] for run in view.runs() if run["status"] == "running"]
+    id = str(draw.pick(running)) if running and not draw.rarely(10) else _run_id(draw, view)
     for n in range(1, draw.pick((10, 11, 12, 1, 2, 3, 9)) + 1):
         run = view.run(id)
         if run is not None and run.get("next_attempt_at") is not None:
@@ -430,7 +431,7 @@ _BUILDERS: Final[tuple[tuple[Builder, int], ...]] = (
     (_claim, 4),
     (_begin, 4),
     (_miss, 1),
-    (_miss_cycle, 1),
+    (_miss_cycle, 2),
     (_begin_step, 2),
     (_record_step, 3),
     (_patch, 2),

@@ -82,21 +82,21 @@ class ConformanceReport:
     def test_source(self) -> str:
         """A pytest function that replays the shrunk history; it fails until the stores agree."""
         assert self.history is not None
-        body = pprint.pformat(self.history, indent=4, width=96, sort_dicts=False)
+        body = pprint.pformat(self.history, width=88, sort_dicts=False)
         strict = ", strict=True" if self.strict else ""
         return (
             "from sims.conformance import replay_history\n\n\n"
             "def test_conformance_history() -> None:\n"
-            f"    history = {_indent(body)}\n"
+            f"    history = (\n        {_indent(body)}\n    )\n"
             f"    report = replay_history(history, target={self.target!r}{strict})\n"
             "    assert report.difference is None, report.difference.line()\n"
         )
 
     def lines(self) -> list[str]:
         out = []
+        histories = "1 history" if self.histories == 1 else f"{self.histories} histories"
         compared = (
-            f"{self.histories} histories, {self.operations} operations, "
-            "both tables compared after each"
+            f"{histories}, {_count(self.operations, 'operation')}, both tables compared after each"
         )
         seed = "" if self.seed is None else f"; seed {self.seed} (--seed {self.seed} repeats it)"
         if self.failure is not None:
@@ -126,7 +126,11 @@ class ConformanceReport:
 
 
 def _indent(text: str) -> str:
-    return text.replace("\n", "\n    ")
+    return text.replace("\n", "\n        ")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 class _Abort(BaseException):
@@ -223,6 +227,18 @@ class _Lockstep:
         return None
 
 
+def _greet(target: Target) -> None:
+    """Ask the target which wire it speaks before anything else, so a target that does not speak
+    wire 1 is told apart from one that differs."""
+    reply = target.call({"wire": WIRE_VERSION, "op": "hello"})
+    result = reply.get("result")
+    if not reply.get("ok") or not isinstance(result, dict) or result.get("wire") != WIRE_VERSION:
+        raise TargetFailed(
+            f"the target {target.name} does not speak wire {WIRE_VERSION}: it answered hello "
+            f"with {json.dumps(reply)[:300]}"
+        )
+
+
 def _prefix() -> str:
     # Scope names unique to this kit run, so a long-lived URL target never mixes two runs' rows.
     return f"k{os.getpid():x}{os.urandom(3).hex()}-"
@@ -276,7 +292,10 @@ def run_conformance(
             raise _Found(difference.line())
 
     try:
+        _greet(opened)
         history()
+    except TargetFailed as error:
+        report.failure = str(error)
     except _Found:
         # Hypothesis replays the shrunk history last, so the last one found is the smallest.
         report.difference, report.history = found[-1]
@@ -349,6 +368,7 @@ def replay_history(
     reference = LocalTarget(ReferenceStore(database=database), name="reference")
     record: list[Step] = []
     try:
+        _greet(opened)
         lockstep = _Lockstep(reference, opened, strict, report, _prefix())
         difference, allowed = lockstep.run(iter(steps), None, record)
         report.allowed.update(allowed)

@@ -12,14 +12,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
+import select
 import shlex
 import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import urllib.parse
 from pathlib import Path
 from typing import IO, Any, Final, Protocol
@@ -75,24 +78,23 @@ def _reply_of(text: str, source: str) -> Reply:
 
 
 class CommandTarget:
-    """A process speaking the wire on stdin and stdout, one JSON line each way."""
+    """A process speaking the wire on stdin and stdout, one JSON line each way.
 
-    def __init__(self, command: str) -> None:
+    Replies are read from the raw pipe with a deadline (``timeout`` seconds per reply), so an
+    adapter that hangs fails the run with a message instead of hanging the kit."""
+
+    def __init__(self, command: str, *, timeout: float = 30.0) -> None:
         argv = shlex.split(command)
         if not argv:
             raise ValueError("the target command is empty; pass the command that serves the wire")
         self.name = command
+        self._timeout = timeout
+        self._pending = b""
         # Held open for the process's life, closed in close(): not a with-block's lifetime.
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
         try:
             self._process = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self._stderr,
-                text=True,
-                encoding="utf-8",
-                bufsize=1,
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr
             )
         except OSError as error:
             self._stderr.close()
@@ -101,8 +103,8 @@ class CommandTarget:
         # Both were asked for as pipes.
         assert stdin is not None
         assert stdout is not None
-        self._in: IO[str] = stdin
-        self._out: IO[str] = stdout
+        self._in: IO[bytes] = stdin
+        self._out = stdout.fileno()
 
     def _died(self, what: str) -> TargetFailed:
         try:
@@ -117,26 +119,44 @@ class CommandTarget:
             + (f"; its stderr ends:\n{tail}" if tail else "")
         )
 
+    def _line(self) -> bytes:
+        deadline = time.monotonic() + self._timeout
+        while b"\n" not in self._pending:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._out], [], [], left)[0]:
+                raise self._died(f"did not reply within {self._timeout:g} s")
+            chunk = os.read(self._out, 1 << 16)
+            if not chunk:
+                raise self._died("closed its output before replying")
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line
+
     def call(self, request: Request) -> Reply:
         try:
-            self._in.write(encode(request) + "\n")
+            self._in.write((encode(request) + "\n").encode("utf-8"))
             self._in.flush()
-        except (BrokenPipeError, OSError) as error:
+        except OSError as error:
             raise self._died(f"stopped reading requests ({error})") from error
-        line = self._out.readline()
-        if not line:
-            raise self._died("closed its output before replying")
-        return _reply_of(line, f"the target command {self.name!r}")
+        line = self._line()
+        source = f"the target command {self.name!r}"
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise TargetFailed(f"{source} replied with a line that is not UTF-8") from error
+        return _reply_of(text, source)
 
     def close(self) -> None:
-        if self._process.poll() is None:
-            try:
-                self._in.close()
-                self._process.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self._process.kill()
-                self._process.wait()
-        self._out.close()
+        # Closing its stdin is the adapter's signal to finish; one that does not is killed.
+        with contextlib.suppress(OSError):
+            self._in.close()
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
         self._stderr.close()
 
 

@@ -121,3 +121,13 @@ def test_the_pytest_fixture_runs_worlds_and_takes_seeds_from_the_command_line(
     )
     again.assert_outcomes(failed=1)
     again.stdout.fnmatch_lines(["*assert 3 == 2*"])
+
+
+def test_explore_says_so_when_no_plan_breaks_the_fixed_handler(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["explore", "examples/double_charge.py:charge-once", "--examples", "9"]) == 0
+    assert capsys.readouterr().out == (
+        "explore examples/double_charge.py:charge-once, seed 1: none of the 9 plans tried made a "
+        "check fail\n"
+    )

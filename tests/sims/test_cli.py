@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import multiprocessing
+import os
 import shlex
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from sims import MUTANTS, SCENARIOS, Trace, find_scenario, plan_from_text
-from sims._cli import main
+from sims._cli import _RunProgress, main
 from sims._sweep import summarise
 
 
@@ -70,6 +74,12 @@ def test_sweep_summarises_and_fails_on_a_violation(capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     assert "--mutant takeover-charge" in out
     assert "[violation] attempts-charged" in out
+    # The replay line it prints for a failing seed reproduces that seed's violation.
+    lines = out.splitlines()
+    where = next(i for i, line in enumerate(lines) if "python -m sims run" in line)
+    violation = lines[where + 1].strip()
+    assert main(shlex.split(lines[where].split(": ", 1)[1])[3:]) == 1
+    assert f"  {violation}\n" in capsys.readouterr().out
 
 
 def test_bad_arguments_are_refused_with_the_remedy(capsys: pytest.CaptureFixture[str]) -> None:
@@ -268,4 +278,58 @@ def test_a_file_that_fails_to_load_is_told_in_one_line(
     assert err == (
         f"error: {world} failed to load (line 3): RuntimeError: oops; fix the file and try "
         f"again (python {world} shows the whole traceback)\n"
+    )
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_shown_on_a_terminal_only(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["sweep", "late-claim", "--seeds", "1..2"]) == 0
+    assert main(["run", "late-claim"]) == 0
+    assert capsys.readouterr().err == ""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(_RunProgress, "EVERY", 10)
+    assert main(["sweep", "late-claim", "--seeds", "1..2"]) == 0
+    assert "] 2/2 seeds, 0 not as documented\n" in terminal.getvalue()
+    assert main(["run", "late-claim"]) == 0
+    assert "\r  running: " in terminal.getvalue()
+    assert " s of virtual time, 10 events" in terminal.getvalue()
+
+
+def test_list_wraps_on_a_terminal_under_the_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    monkeypatch.setattr(
+        shutil, "get_terminal_size", lambda fallback=(80, 24): os.terminal_size((60, 24))
+    )
+    assert main(["list"]) == 0
+    lines = terminal.getvalue().splitlines()
+    width = max(len(name) for name in SCENARIOS)
+    assert len(lines) > len(SCENARIOS)
+    assert all(len(line) <= 59 for line in lines)
+    names = [line.split()[0] for line in lines if not line.startswith(" ")]
+    assert names == list(SCENARIOS)
+    assert all(line[: width + 2].strip() == "" for line in lines if line.startswith(" "))
+
+
+def test_a_world_that_raises_is_told_in_one_line_with_its_place(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    world = tmp_path / "world.py"
+    world.write_text(
+        "from sims import World, scenario\n\n\n"
+        '@scenario("bad")\n'
+        "async def bad(world: World) -> None:\n"
+        '    await world.start("cron", "scope-1", "m", "j")\n'
+    )
+    assert main(["run", f"{world}:bad"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: scenario {world}:bad raised at {world}:6 with seed 1: ValueError: no drive "
+        "'cron' in this world; add it first with world.add_drive(DriveSpec(name='cron'))\n"
     )

@@ -254,3 +254,22 @@ def test_the_cli_says_what_it_compared_and_exits_by_the_verdict(
     assert capsys.readouterr().err == "error: --examples is 0; run at least 1 history\n"
     assert main(["conformance", "--target", reference, "--replay", "[]"]) == 2
     assert capsys.readouterr().err == "error: a history is a non-empty JSON array of steps\n"
+
+
+def test_a_target_that_does_not_speak_the_wire_fails_the_run_and_says_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    echo = f"{sys.executable} -c \"import sys; [print(line, end='') for line in sys.stdin]\""
+    assert main(["conformance", "--target", echo, "--examples", "3", "--seed", "1"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(
+        f"conformance: FAILED — the target command {echo!r} replied "
+        '\'{"wire":1,"op":"hello"}\', which is not a wire reply\n'
+    )
+    silent = f"{sys.executable} -c pass"
+    assert main(["conformance", "--target", silent, "--examples", "3", "--seed", "1"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(
+        f"conformance: FAILED — the target command {silent!r} closed its output before "
+        "replying; it exited with code 0\n"
+    )
