@@ -32,6 +32,7 @@ from ._faults import (
 from ._outcome import Simulation
 from ._run import WorldSetup
 from ._scenarios import LEASE_MS, SCOPE, expect_all, fixed, scenario
+from ._swarm import SWARM_SCOPES, SwarmWorld, draw_swarm, edge_faults
 from ._world import DriveSpec, World
 
 
@@ -473,20 +474,23 @@ async def walk_100k(world: World) -> None:
 # -- random ---------------------------------------------------------------------------------------
 
 
-RANDOM_SCOPES = ("scope-1", "scope-2")
+RANDOM_SCOPES = SWARM_SCOPES
 RANDOM_HORIZON_MS = 3_600_000
 
 
 def _random_setup(seed: int) -> WorldSetup:
+    rng = random.Random(f"{seed}/plan")
+    drives = ("cron", "alarm")
     plan = draw_plan(
-        random.Random(f"{seed}/plan"),
-        drives=("cron", "alarm"),
-        scopes=RANDOM_SCOPES,
+        rng,
+        drives=drives,
+        scopes=RANDOM_SCOPES[:2],
         lease_ms=LEASE_MS,
         margin_ms=LEASE_MS * 0.25,
         horizon_ms=30_000,
     )
-    return WorldSetup(scopes=RANDOM_SCOPES, plan=plan, objects=6)
+    edges = edge_faults(rng, drives=drives, lease_ms=LEASE_MS, margin_ms=LEASE_MS * 0.25)
+    return WorldSetup(scopes=RANDOM_SCOPES, plan=FaultPlan((*plan.faults, *edges)), objects=6)
 
 
 def _expect_random(sim: Simulation) -> list[str]:
@@ -495,28 +499,12 @@ def _expect_random(sim: Simulation) -> list[str]:
 
 @scenario("random", setup=_random_setup, expect=_expect_random)
 async def random_world(world: World) -> None:
-    """Everything drawn from the seed: a swarm of fault kinds (delayed and dropped legs at the
-    spec's boundary values, evictions, crashes, pauses, store clock skew and drift, upstream
-    failures) over two drives, two scopes and three runs; only the invariants are asserted."""
-    rng = world.rng("random-world")
-    world.add_drive(DriveSpec(name="cron", request_ms=_jitter, reply_ms=_jitter))
-    world.add_drive(DriveSpec(name="alarm", request_ms=_jitter, reply_ms=_jitter))
-    await world.start_walk("cron", "scope-1", objects=6, chunk=3, instance="a")
-    await world.start_walk("alarm", "scope-1", objects=6, chunk=2, instance="b")
-    await world.start_walk("alarm", "scope-2", objects=6, chunk=6, instance="c")
-    for scope in RANDOM_SCOPES:
-        world.every(
-            "cron",
-            scope,
-            every_ms=1_000,
-            first_ms=rng.uniform(0, 1_000),
-            until_ms=RANDOM_HORIZON_MS,
-        )
-        world.every(
-            "alarm",
-            scope,
-            every_ms=700,
-            first_ms=rng.uniform(0, 1_500),
-            until_ms=RANDOM_HORIZON_MS,
-        )
-    await world.settle(RANDOM_SCOPES, horizon_ms=RANDOM_HORIZON_MS, poll_ms=5_000)
+    """Everything drawn from the seed: a swarm of fault kinds (delayed, dropped and late-delivered
+    requests at the spec's boundary values, evictions, crashes, pauses, store clock skew and drift,
+    upstream failures) and of world features (step policies narrower and wider than the job's,
+    handlers that omit the cursor, count, reuse step names and throw, unregistered jobs ahead in
+    the due order under small limits, a held system door, joins and refused starts, erasures,
+    dump imports, one instance in several scopes, admission misses to the tenth) over two to
+    three drives and three scopes; only the invariants are asserted."""
+    swarm = draw_swarm(world.rng("swarm"))
+    await SwarmWorld(world, swarm, horizon_ms=RANDOM_HORIZON_MS).run()

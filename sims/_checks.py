@@ -25,6 +25,9 @@ from ._trace import Trace
 
 Verdict = Literal["violation", "explained"]
 
+#: How ``last_error`` begins on a running run that an import copied into another scope, failed.
+NOT_CARRIED_PREFIX = "not carried: copied from scope "
+
 
 @attrs.frozen
 class Finding:
@@ -75,6 +78,7 @@ class _Pass:
     owner: str
     run: str
     drive: str
+    scope: str
     claim_t: float
     claim_store_ms: int
     lease_ms: int
@@ -92,10 +96,12 @@ class _Pass:
 
 @attrs.define
 class _Run:
-    """The checker's model of one run row."""
+    """The checker's model of one run row, in one scope (an import copies a row, id and all, into
+    another scope, where it is a row of its own)."""
 
     id: str
-    key: tuple[str, str, str]
+    #: The coalescing key, scope first: one live run per key IN EACH SCOPE.
+    key: tuple[str, str, str, str]
     status: str = "running"
     owner: str | None = None
     began: bool = False
@@ -110,12 +116,12 @@ class _Run:
 class TraceChecker:
     def __init__(self) -> None:
         self.findings: list[Finding] = []
-        self.runs: dict[str, _Run] = {}
+        self.runs: dict[tuple[str, str], _Run] = {}
         self.passes: dict[str, _Pass] = {}
         self.passes_of: dict[str, list[_Pass]] = defaultdict(list)
         self.effects: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
         self.end_t = 0.0
-        self.end_runs: list[dict[str, Any]] = []
+        self.end_runs: list[tuple[str, dict[str, Any]]] = []
         self.begin_calls: dict[tuple[str, int], _Pass] = {}
         # Only the send leg carries the arguments; the exec leg is matched to it by (link, seq).
         self.sent: dict[tuple[str, int], Any] = {}
@@ -161,14 +167,18 @@ class TraceChecker:
                 handler(event)
         self.end_t = event["t"]
 
-    def model(self, run_id: str, row: dict[str, Any] | None = None) -> _Run:
-        run = self.runs.get(run_id)
+    def model(self, scope: str, run_id: str, row: dict[str, Any] | None = None) -> _Run:
+        run = self.runs.get((scope, run_id))
         if run is None:
-            key = (row["module_id"], row["job"], row["instance"]) if row else ("?", "?", "?")
+            key = (
+                (scope, row["module_id"], row["job"], row["instance"])
+                if row
+                else (scope, "?", "?", "?")
+            )
             run = _Run(run_id, key)
             if row is not None:
                 self.sync_row(run, row)
-            self.runs[run_id] = run
+            self.runs[(scope, run_id)] = run
         return run
 
     @staticmethod
@@ -187,7 +197,7 @@ class TraceChecker:
         row, candidate = event["result"], args[1]
         if row is None or row["id"] != candidate["id"]:
             return
-        key = (row["module_id"], row["job"], row["instance"])
+        key = (event["scope"], row["module_id"], row["job"], row["instance"])
         live = [r.id for r in self.runs.values() if r.key == key and r.status == "running"]
         if live:
             self.violation(
@@ -195,9 +205,10 @@ class TraceChecker:
                 row["id"],
                 event["t"],
                 f"start inserted run {short(row['id'])} while run {short(live[0])} was live for "
-                f"the same key {'/'.join(key)}; a start against a live key must join it",
+                f"the same key {'/'.join(key[1:])} in scope {key[0]}; a start against a live key "
+                "must join it",
             )
-        run = self.model(row["id"], row)
+        run = self.model(event["scope"], row["id"], row)
         run.payload = candidate.get("payload")
 
     def exec_claim(self, event: dict[str, Any], args: list[Any]) -> None:
@@ -207,7 +218,7 @@ class TraceChecker:
         run_id, owner, lease_ms = args[0], args[1], args[2]
         row, takeover = result["run"], result["takeover"]
         t, now = event["t"], parse_iso_ms(event["store_at"])
-        run = self.model(run_id, row)
+        run = self.model(event["scope"], run_id, row)
         if run.next_at is not None and run.next_at > now:
             held = f"held by {short(run.owner)} " if run.owner else ""
             self.violation(
@@ -243,7 +254,16 @@ class TraceChecker:
                 f"{run.misses} consecutive misses had been recorded since the last BEGIN",
             )
         self.sync_row(run, row)
-        new = _Pass(owner, run_id, event["link"], t, now, lease_ms, last_renewal_store_ms=now)
+        new = _Pass(
+            owner,
+            run_id,
+            event["link"],
+            event["scope"],
+            t,
+            now,
+            lease_ms,
+            last_renewal_store_ms=now,
+        )
         self.passes[owner] = new
         self.passes_of[run_id].append(new)
 
@@ -266,7 +286,7 @@ class TraceChecker:
             self.begin_calls[(event["link"], event["seq"])] = pass_
         if event["result"] is not True:
             return
-        run = self.model(run_id)
+        run = self.model(event["scope"], run_id)
         now = parse_iso_ms(event["store_at"])
         self._holder_check(event, run, owner, "BEGIN")
         if run.next_at is None or run.next_at - now <= margin_ms:
@@ -288,7 +308,7 @@ class TraceChecker:
         if result is None:
             return
         run_id, owner = args[0], args[1]
-        run = self.model(run_id)
+        run = self.model(event["scope"], run_id)
         self._holder_check(event, run, owner, "an admission miss")
         if run.began:
             self.violation(
@@ -321,7 +341,7 @@ class TraceChecker:
         if not result["held"]:
             return
         run_id, step, owner, lease_ms = args
-        run = self.model(run_id)
+        run = self.model(event["scope"], run_id)
         if not self._holder_check(event, run, owner, f"the renewal before step {step!r}"):
             return
         self._renew(event, run, owner, lease_ms)
@@ -339,7 +359,7 @@ class TraceChecker:
         if event["result"] is not True:
             return
         run_id, step, result, owner, lease_ms = args[0], args[1], args[2], args[6], args[7]
-        run = self.model(run_id)
+        run = self.model(event["scope"], run_id)
         if not self._holder_check(event, run, owner, f"recording step {step!r}"):
             return
         self._renew(event, run, owner, lease_ms)
@@ -353,7 +373,7 @@ class TraceChecker:
         if event["result"] is not True:
             return
         run_id, patch, owner = args
-        run = self.model(run_id)
+        run = self.model(event["scope"], run_id)
         self._holder_check(event, run, owner, "the commit" if commit else "the outcome")
         run.status, run.attempts = patch["status"], patch["attempts"]
         run.owner, run.began = None, False
@@ -402,7 +422,7 @@ class TraceChecker:
             )
             return
         pass_.invoke_t = event["t"]
-        self.model(event["run"]).failed_by = None
+        self.model(pass_.scope, event["run"]).failed_by = None
 
     def on_handler_end(self, event: dict[str, Any]) -> None:
         pass_ = self.passes.get(event["owner"])
@@ -425,14 +445,17 @@ class TraceChecker:
 
     def on_world_sync(self, event: dict[str, Any]) -> None:
         for row in event["runs"]:
-            run = self.model(row["id"], row)
+            run = self.model(event["scope"], row["id"], row)
             self.sync_row(run, row)
-            if (row.get("last_error") or "") in (JOB_ERASED_RUNNING_NOTE, JOB_ERASED_FINISHED_NOTE):
+            last_error = row.get("last_error") or ""
+            if last_error in (JOB_ERASED_RUNNING_NOTE, JOB_ERASED_FINISHED_NOTE):
                 run.failed_by = "erasure"
+            elif last_error.startswith(NOT_CARRIED_PREFIX) and row["status"] == "failed":
+                run.failed_by = "an import into another scope"
 
     def on_world_end(self, event: dict[str, Any]) -> None:
-        for rows in event["runs"].values():
-            self.end_runs.extend(rows)
+        for scope, rows in event["runs"].items():
+            self.end_runs.extend((scope, row) for row in rows)
 
     # -- conclusions ----------------------------------------------------------------------------
 
@@ -443,7 +466,7 @@ class TraceChecker:
         self.failed_without_invocation()
         self.duplicate_effects()
         if settles:
-            for row in self.end_runs:
+            for _, row in self.end_runs:
                 if row["status"] == "running":
                     self.violation(
                         "runs-settle",
@@ -546,16 +569,15 @@ class TraceChecker:
             )
 
     def failed_without_invocation(self) -> None:
-        for row in self.end_runs:
+        for scope, row in self.end_runs:
             if row["status"] != "failed":
                 continue
             run_id = row["id"]
             if any(p.invoke_t is not None for p in self.passes_of.get(run_id, [])):
                 continue
-            reason = self.runs[run_id].failed_by if run_id in self.runs else None
-            if (row["last_error"] or "").startswith("not carried: "):
-                reason = "import into another scope"
-            if reason in ("admission exhaustion", "erasure", "import into another scope"):
+            model = self.runs.get((scope, run_id))
+            reason = model.failed_by if model is not None else None
+            if reason in ("admission exhaustion", "erasure", "an import into another scope"):
                 self.explained(
                     "failed-without-invocation",
                     run_id,

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from ._checks import check_trace
 from ._conformance_cli import add_conformance_command, conformance_command
 from ._explore import explore_plans
-from ._faults import FaultPlan, plan_from_text
+from ._faults import FAULT_KINDS, FaultPlan, plan_from_text
 from ._mutants import MUTANTS
 from ._outcome import Simulation
 from ._scenarios import SCENARIOS, Scenario, display_path, find_scenario, load_file
@@ -41,11 +41,31 @@ class UsageError(ValueError):
 _SCENARIO_HELP = "a built-in scenario's NAME (see list) or FILE.py:NAME, a scenario in your file"
 
 
+def _first_paragraph(kind: type) -> str:
+    return " ".join((kind.__doc__ or "").strip().split("\n\n")[0].split()).replace("``", "")
+
+
 def _mutants_help() -> str:
     lines = []
     for name, kind in MUTANTS.items():
-        first = " ".join((kind.__doc__ or "").strip().split("\n\n")[0].split())
-        lines.append(f"  {name:<18} {first}")
+        lines += textwrap.wrap(
+            _first_paragraph(kind),
+            width=98,
+            initial_indent=f"  {name:<18} ",
+            subsequent_indent=" " * 21,
+        )
+    return "\n".join(lines)
+
+
+def _fault_kinds_help() -> str:
+    lines = []
+    for kind in FAULT_KINDS:
+        lines += textwrap.wrap(
+            _first_paragraph(kind),
+            width=98,
+            initial_indent=f"  {kind.__name__:<16} ",
+            subsequent_indent=" " * 19,
+        )
     return "\n".join(lines)
 
 
@@ -65,8 +85,9 @@ mutants (--mutant M: a store with one of the spec's guards removed, to show a ch
 
 fault plans (--plan): a FaultPlan of faults, written as Python values, e.g.
   --plan "FaultPlan((DelayLeg(drive='cron', operation='begin', nth=1, leg='reply', ms=1250),))"
-  kinds: DelayLeg, DropLeg (a drive's nth call of an operation, on its request or reply leg),
-  Evict, CrashDrive, PauseDrive, StoreClockFault, UpstreamFailure. Grammar: docs/fault-plans.md.
+  A call is named as a drive's nth call of an operation. The kinds:
+{_fault_kinds_help()}
+  Grammar: docs/fault-plans.md.
 
 your own jobs: docs/simulating-your-jobs.md (python -m sims run examples/FILE.py:NAME).
 exit codes: 0 clean, 1 a finding, 2 a usage error."""

@@ -219,7 +219,9 @@ class SimDrive:
 
     # -- work -----------------------------------------------------------------------------------
 
-    async def tick(self, scope_id: str, *, max_passes: int = 1) -> JobDriveReport | None:
+    async def tick(
+        self, scope_id: str, *, max_passes: int = 1, limit: int | None = None
+    ) -> JobDriveReport | None:
         """One drive over ``scope_id``; None when the drive is down or was killed mid-drive."""
         if self.world.now_ms() < self.down_until_ms:
             self.world.trace.record("drive.skip", {"drive": self.name, "scope": scope_id})
@@ -227,7 +229,7 @@ class SimDrive:
         self.world.trace.record("drive.tick", {"drive": self.name, "scope": scope_id})
         report: JobDriveReport | None = None
         with trio.CancelScope() as self._work:
-            report = await self.driver.run_due_jobs(scope_id, max_passes=max_passes)
+            report = await self.driver.run_due_jobs(scope_id, max_passes=max_passes, limit=limit)
         self._work = None
         if report is not None:
             self.world.trace.record(
@@ -237,7 +239,13 @@ class SimDrive:
 
 
 class World:
-    """Built by :func:`sims.run_world`; a scenario drives it."""
+    """One simulated world, built from a seed and a :class:`WorldSetup`; a scenario drives it.
+
+    A scenario adds drives (:meth:`add_drive`) and its jobs (:meth:`add_job`), starts runs
+    (:meth:`start`), drives scopes on a schedule (:meth:`every`) or once (:meth:`tick`), and
+    waits for the runs to end (:meth:`settle`). Everything it does is in the trace; the faults of
+    the plan strike by themselves. ``rng(name)`` is a random stream of the seed, for a scenario
+    that draws its own choices."""
 
     def __init__(
         self,
@@ -398,15 +406,17 @@ class World:
         first_ms: float,
         until_ms: float,
         max_passes: int = 1,
+        limit: int | None = None,
     ) -> None:
         """Tick ``drive`` on ``scope_id`` every ``every_ms`` from ``first_ms`` until ``until_ms``:
-        a cron, or an alarm. Ticks of one drive never overlap; a slow tick delays the next."""
+        a cron, or an alarm, running at most ``limit`` runs a tick (the kernel's default when
+        None). Ticks of one drive never overlap; a slow tick delays the next."""
 
         async def ticking() -> None:
             at = first_ms
             while at < until_ms:
                 await self.sleep_until_ms(at)
-                await self.drives[drive].tick(scope_id, max_passes=max_passes)
+                await self.drives[drive].tick(scope_id, max_passes=max_passes, limit=limit)
                 at = max(at + every_ms, math.floor(self.now_ms() / every_ms + 1) * every_ms)
 
         self.nursery.start_soon(ticking, name=f"ticks:{drive}")

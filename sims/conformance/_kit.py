@@ -39,6 +39,13 @@ _SCOPES: Final = ("a", "b")
 _TABLES: Final = {"tables": True}
 
 
+class _Stop:
+    """What a step returns when an allowance ended the history (see ``Comparison.stop``)."""
+
+
+_STOPPED: Final = _Stop()
+
+
 @attrs.frozen
 class Difference:
     """Where a history first made the two stores disagree."""
@@ -107,7 +114,8 @@ class ConformanceReport:
             out.append(f"  {self.difference.line()}")
             out.append(f"conformance: compared {compared}{seed}")
             assert self.history is not None
-            out.append(f"\nthe shrunk history ({len(self.history)} steps), as a command:\n")
+            steps = _count(len(self.history), "step")
+            out.append(f"\nthe shrunk history ({steps}), as a command:\n")
             out.append(self.command())
             out.append("\nand as a test to paste:\n")
             out.append(self.test_source())
@@ -166,6 +174,8 @@ class _Lockstep:
         for number, step in enumerate(steps, start=1):
             record.append(step)
             difference = self._step(number, step, scopes, view, allowed)
+            if isinstance(difference, _Stop):
+                break
             if difference is not None:
                 return difference, allowed
         return None, allowed
@@ -177,7 +187,7 @@ class _Lockstep:
         scopes: dict[str, str],
         view: View | None,
         allowed: Counter[str],
-    ) -> Difference | None:
+    ) -> Difference | _Stop | None:
         op, scope, now = step["op"], scopes[step["scope"]], step["now"]
 
         def check(what: str, comparison: Comparison) -> Difference | None:
@@ -185,6 +195,8 @@ class _Lockstep:
             if comparison.difference is None:
                 return None
             return Difference(number, op, what, comparison.difference)
+
+        sent = {"wire": WIRE_VERSION, "op": op, "scope": scope, "now": now, "args": step["args"]}
 
         if op == "import_dump":
             source = scopes[step["args"]["dump_of"]]
@@ -213,9 +225,10 @@ class _Lockstep:
             ours, theirs = self._both({**request, "args": step["args"], **_TABLES})
         self.report.operations += 1
         ours_tables, theirs_tables = ours.pop("tables", None), theirs.pop("tables", None)
-        found = check("the replies differ", compare_replies(ours, theirs, strict=self.strict))
-        if found is not None:
-            return found
+        replies = compare_replies(ours, theirs, strict=self.strict, request=sent)
+        found = check("the replies differ", replies)
+        if found is not None or replies.stop:
+            return found or _STOPPED
         found = check(
             f"after it, the tables of scope {step['scope']} differ",
             compare_tables(ours_tables, theirs_tables, strict=self.strict),

@@ -230,6 +230,22 @@ def _npm_ci(folder: Path) -> None:
         )
 
 
+def _pinned(folder: Path) -> str | None:
+    lock = json.loads((folder / "package-lock.json").read_text(encoding="utf-8"))
+    version = lock.get("packages", {}).get("node_modules/workerd", {}).get("version")
+    return version if isinstance(version, str) else None
+
+
+def _installed(folder: Path) -> str | None:
+    # A checkout whose lock moved on since the last install gets the pinned version again.
+    try:
+        found = json.loads((folder / "node_modules" / "workerd" / "package.json").read_text())
+    except (OSError, ValueError):
+        return None
+    version = found.get("version")
+    return version if isinstance(version, str) else None
+
+
 def workerd_binary(folder: Path = WORKERD_FOLDER) -> Path:
     """The pinned workerd binary, installed with ``npm ci`` first if it is not there yet."""
     if not (folder / "package-lock.json").is_file():
@@ -238,7 +254,7 @@ def workerd_binary(folder: Path = WORKERD_FOLDER) -> Path:
             "so run the kit from a checkout of it"
         )
     binary = folder / "node_modules" / ".bin" / "workerd"
-    if not binary.exists():
+    if not binary.exists() or _installed(folder) != _pinned(folder):
         _npm_ci(folder)
     if not binary.exists():
         raise ValueError(f"npm ci in {folder} did not install workerd at {binary}")

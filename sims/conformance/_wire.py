@@ -314,8 +314,9 @@ _OPERATIONS: Final[Mapping[str, Callable[[ScopeDatabase, Request, Any], Any]]] =
 
 
 def encode(value: Any) -> str:
-    """One line of the wire: compact JSON, non-ASCII kept, no NaN (JSON has none)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """One line of the wire: compact JSON, non-ASCII escaped (so any text, a lone surrogate too,
+    survives every transport), no NaN (JSON has none)."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
 def serve_lines(store: ReferenceStore, lines: IO[str], out: IO[str]) -> None:

@@ -29,13 +29,16 @@ def _build(events: tuple[dict[str, Any], ...]) -> Trace:
     return trace
 
 
-def _start(t: float, row_id: str = RUN, seq: int = 1) -> list[dict[str, Any]]:
+def _start(
+    t: float, row_id: str = RUN, seq: int = 1, scope: str = "scope-1"
+) -> list[dict[str, Any]]:
     row = {**ROW, "id": row_id}
     send = {
         "t": t,
         "ev": "rpc.send",
         "link": "a",
         "seq": seq,
+        "scope": scope,
         "op": "start_or_join",
         "args": [{}, row],
     }
@@ -44,6 +47,7 @@ def _start(t: float, row_id: str = RUN, seq: int = 1) -> list[dict[str, Any]]:
         "ev": "rpc.exec",
         "link": "a",
         "seq": seq,
+        "scope": scope,
         "op": "start_or_join",
         "store_at": "2026-10-04T12:00:00.000Z",
         "result": row,
@@ -70,9 +74,24 @@ def test_a_handler_run_without_begin_is_a_violation() -> None:
 def test_a_second_live_run_for_one_key_is_a_violation() -> None:
     report = check_trace(_build((*_start(0), *_start(1, RUN[:-2] + "BB", seq=2))), settles=False)
     assert [f.check for f in report.violations] == ["one-live-run-per-key"]
-    assert "while run 0000AA was live for the same key importer/walk/default" in (
+    assert "while run 0000AA was live for the same key importer/walk/default in scope scope-1" in (
         report.violations[0].text
     )
+
+
+def test_one_instance_live_in_several_scopes_is_not_a_double_start() -> None:
+    starts = (
+        *_start(0, scope="scope-1"),
+        *_start(1, RUN[:-2] + "BB", seq=2, scope="scope-2"),
+        *_start(2, RUN[:-2] + "CC", seq=3, scope="scope-3"),
+    )
+    assert check_trace(_build(starts), settles=False).violations == ()
+    # ... while the same key twice in ONE of those scopes still is.
+    again = _start(3, RUN[:-2] + "DD", seq=4, scope="scope-2")
+    report = check_trace(_build((*starts, *again)), settles=False)
+    assert [(f.check, f.run) for f in report.violations] == [
+        ("one-live-run-per-key", RUN[:-2] + "DD")
+    ]
 
 
 def test_a_run_left_running_at_the_end_is_reported_when_faults_were_bounded() -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from sims import MUTANTS, SCENARIOS, Trace, find_scenario, plan_from_text
 from sims._cli import _RunProgress, main
+from sims._faults import FAULT_KINDS
 from sims._sweep import summarise
 
 
@@ -43,9 +44,9 @@ def test_run_late_begin_tells_the_double_run_and_writes_trace_and_timeline(
 def test_run_on_a_broken_store_fails_and_says_how_to_replay(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    plan = (
-        "FaultPlan((DelayLeg(drive='cron', operation='begin_step', nth=2, leg='reply', ms=999.0),))"
-    )
+    # The cron stops past its lease just after an effect landed: its late step record must be
+    # refused, and a store that ignores the owner accepts it.
+    plan = "FaultPlan((PauseDrive(drive='cron', nth=2, ms=2500.0, where='after-effect'),))"
     code = main(["run", "random", "--seed", "1", "--mutant", "record-step-owner", "--plan", plan])
     out = capsys.readouterr().out
     assert code == 1
@@ -208,6 +209,8 @@ def test_help_explains_checks_mutants_and_plans_and_points_at_the_docs(
         assert words in out
     for mutant in MUTANTS:
         assert f"  {mutant} " in out
+    for kind in FAULT_KINDS:
+        assert f"  {kind.__name__} " in out
 
 
 # -- ordinary mistakes: one line on stderr, exit 2, before anything runs --------------------------

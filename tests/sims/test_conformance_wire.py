@@ -214,7 +214,28 @@ def test_a_reworded_refusal_is_an_allowance_and_strict_makes_it_a_difference() -
     strict = replay_history(history, target=_Reworded(ReferenceStore()), strict=True)
     assert strict.difference is not None
     assert strict.difference.detail.startswith("the refusals' messages differ (--strict)")
-    assert set(ALLOWANCES) == {"refusal-message", "wide-integer"}
+    assert set(ALLOWANCES) == {"lone-surrogate", "refusal-message", "wide-integer"}
+
+
+class _Replacing(LocalTarget):
+    """The reference, a lone surrogate replaced as a JavaScript runtime's SQLite stores it."""
+
+    def call(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        text = json.dumps(request).replace("\\ud800", "\\ufffd")
+        return super().call(json.loads(text))
+
+
+def test_a_lone_surrogate_ends_the_history_as_an_allowance() -> None:
+    surrogate = {**START, "args": {**START["args"], "row": {**_row("r01"), "payload": '"\ud800"'}}}
+    history = [surrogate, CLAIM]
+    allowed = replay_history(history, target=_Replacing(ReferenceStore()))
+    assert allowed.ok
+    assert dict(allowed.allowed) == {"lone-surrogate": 1}
+    assert allowed.operations == 1  # the claim after it was not compared: the stores differ now
+    strict = replay_history(history, target=_Replacing(ReferenceStore()), strict=True)
+    assert strict.difference is not None
+    assert strict.difference.step == 1
+    assert strict.difference.detail.startswith("the reference refused (store_error: ")
 
 
 def test_the_cli_says_what_it_compared_and_exits_by_the_verdict(
