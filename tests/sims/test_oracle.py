@@ -23,7 +23,7 @@ MUTANT_WORLDS: dict[str, tuple[str, int]] = {
     "begin-unmeasured": (EDGES, 1),
     "claim-not-due": (EDGES, 1),
     "commit-keeps-ledger": (EDGES, 1),
-    "commit-owner": ("random", 23),
+    "commit-owner": ("random", 50),
     "counters-not-merged": (EDGES, 1),
     "deferral-charges": (EDGES, 1),
     "due-by-id": (EDGES, 2),
@@ -35,46 +35,21 @@ MUTANT_WORLDS: dict[str, tuple[str, int]] = {
     "miss-not-added": (EDGES, 1),
     "omitted-cursor-cleared": (EDGES, 1),
     "owner-reused": (EDGES, 1),
-    "patch-owner": ("random", 71),
+    "patch-owner": ("random", 31),
     "payload-unchecked": (EDGES, 1),
-    "record-step-owner": ("random", 4),
-    "renew-unguarded": ("random", 4),
+    "record-step-owner": ("random", 3),
+    "renew-unguarded": ("random", 3),
     "retry-limit-late": (EDGES, 1),
     "spent-step-runs": (EDGES, 1),
     "step-policy-widened": (EDGES, 1),
     "step-reuse-allowed": (EDGES, 1),
     "takeover-charge": (EDGES, 1),
-    "takeover-note": ("random", 3),
+    "takeover-note": ("random", 20),
 }
 
 #: Probes the random swarm does not reach yet: each is a gap in the worlds (the swarm is being
 #: grown to reach them). A probe missing from this list that a sweep does not hit fails the test.
-NOT_YET_REACHED: frozenset[str] = frozenset(
-    {
-        "takeover.exhausted",
-        "admission.tenth-miss",
-        "step.spent",
-        "step.spent-narrower",
-        "step.limit-narrower-fails",
-        "policy.step-narrower",
-        "policy.step-wider",
-        "step.reused",
-        "cursor.omitted",
-        "deferral",
-        "erasure.mid-pass",
-        "erasure.after-pass",
-        "import.own-scope",
-        "import.other-scope",
-        "join.live",
-        "join.other-subject",
-        "payload.refused",
-        "payload.cursor-refused",
-        "drive.unregistered-skipped",
-        "drive.second-pass",
-        "drive.limit-reached",
-        "instance.several-scopes",
-    }
-)
+NOT_YET_REACHED: frozenset[str] = frozenset({"payload.cursor-refused", "drive.second-pass"})
 
 
 def test_there_are_at_least_twenty_mutants_each_with_a_rule_and_a_world() -> None:
