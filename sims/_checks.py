@@ -577,6 +577,16 @@ class TraceChecker:
                 continue
             model = self.runs.get((scope, run_id))
             reason = model.failed_by if model is not None else None
+            if reason is None:
+                # A copy (an import, id and all) failed where it ran: its reason is that scope's.
+                reason = next(
+                    (
+                        r.failed_by
+                        for (_, rid), r in self.runs.items()
+                        if rid == run_id and r.failed_by
+                    ),
+                    None,
+                )
             if reason in ("admission exhaustion", "erasure", "an import into another scope"):
                 self.explained(
                     "failed-without-invocation",
