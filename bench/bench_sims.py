@@ -1,8 +1,11 @@
-"""How fast the simulator runs worlds: seeds per second, simulated RPCs per second, and how a sweep
-scales with processes.
+"""How fast the simulator runs worlds: seeds per second, the same per 1 000 bare Trio round trips,
+scheduler batches per store call, and how a sweep scales with processes.
 
 Run as ``python -m bench.bench_sims [SEEDS]``. Each world is a whole ``trio.run`` under a
 ``MockClock``, with its trace kept and its checks run, exactly as ``python -m sims sweep`` runs it.
+Rates are CPU time of this process (``time.process_time``), and each world figure is also given
+per 1 000 bare Trio request/reply round trips measured right before and after it (see
+``bench/_rounds.py``): the ratio is what to compare between runs and machines.
 """
 
 from __future__ import annotations
@@ -13,16 +16,18 @@ import time
 from sims import simulate, sweep
 from sims._oracle import Oracle
 
+from ._rounds import bare_round_trips_per_s, counting_rounds, rounds_per_call
+
 DEFAULT_SEEDS = 200
 
 
 def world_rate(scenario: str, seeds: int) -> tuple[float, float]:
-    """(worlds per second, simulated RPCs per second) for ``seeds`` worlds in this process."""
+    """(worlds per CPU second, simulated RPCs per CPU second) for ``seeds`` worlds."""
     rpcs = 0
-    started = time.perf_counter()
+    started = time.process_time()
     for seed in range(seeds):
         rpcs += simulate(scenario, seed).facts.count("rpc.exec")
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     return seeds / elapsed, rpcs / elapsed
 
 
@@ -30,17 +35,27 @@ def oracle_share(scenario: str, seeds: int) -> tuple[float, float]:
     """(the oracle's share of a world's time, worlds per second without it), measured in one run:
     the worlds' time (the oracle runs live in it), then the oracle alone over the same traces."""
     traces = []
-    started = time.perf_counter()
+    started = time.process_time()
     for seed in range(seeds):
         traces.append(simulate(scenario, seed).outcome.trace.events)
-    worlds = time.perf_counter() - started
-    started = time.perf_counter()
+    worlds = time.process_time() - started
+    started = time.process_time()
     for events in traces:
         oracle = Oracle(lambda check, run, t, text: None)
         for event in events:
             oracle.observe(event)
-    alone = time.perf_counter() - started
+    alone = time.process_time() - started
     return alone / worlds, seeds / (worlds - alone)
+
+
+def batches_per_rpc(scenario: str, seeds: int = 20) -> float:
+    """Scheduler batches per simulated RPC over whole worlds (ticks, sleeps and all)."""
+
+    def worlds() -> int:
+        return sum(simulate(scenario, seed).facts.count("rpc.exec") for seed in range(seeds))
+
+    rpcs, rounds = counting_rounds(worlds)
+    return float(rounds.batches / rpcs)
 
 
 def sweep_seconds(scenario: str, seeds: int, jobs: int) -> float:
@@ -52,10 +67,20 @@ def sweep_seconds(scenario: str, seeds: int, jobs: int) -> float:
 
 def main(seeds: int = DEFAULT_SEEDS) -> None:
     world_rate("late-begin", 5)  # warm imports and caches
-    print(f"worlds per figure: {seeds}, one process")
+    for legs, ms in (("1 ms each leg", 1.0), ("no latency", 0.0)):
+        batches, idle = rounds_per_call(request_ms=ms, reply_ms=ms)
+        print(f"plain store call, {legs:<14} {batches:.2f} batches, {idle:.2f} idle rounds")
+    print(f"worlds per figure: {seeds}, one process, CPU time")
     for scenario in ("late-begin", "random"):
+        before = bare_round_trips_per_s()
         worlds, rpcs = world_rate(scenario, seeds)
-        print(f"{scenario:<12} {worlds:>8.1f} seeds/s   {rpcs:>10,.0f} simulated RPCs/s")
+        after = bare_round_trips_per_s()
+        per_1000 = 1000 * worlds / ((before + after) / 2)
+        print(
+            f"{scenario:<12} {worlds:>7.1f} seeds/s  {rpcs:>8,.0f} RPCs/s  "
+            f"{per_1000:.3f} worlds per 1 000 bare round trips  "
+            f"{batches_per_rpc(scenario):.2f} batches per RPC"
+        )
     for scenario in ("late-begin", "random"):
         share, without = oracle_share(scenario, seeds)
         print(

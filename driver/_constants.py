@@ -10,6 +10,10 @@ from typing import Final
 JOB_LEASE_MS: Final = 900_000
 #: The shortest ``lease_ms`` a job may register; below it the BEGIN margin is noise.
 JOB_LEASE_MIN_MS: Final = 100
+#: The longest ``lease_ms`` a job may register or a store may be asked for: one year. A lease's
+#: expiry is a stored time, and stored times stop at the year 9999; a year-long lease keeps every
+#: expiry in range for the next seven millennia, and no pass should go a year without a step.
+JOB_LEASE_MAX_MS: Final = 31_536_000_000
 #: The share of its lease a claim must still have left to BEGIN its pass.
 JOB_LEASE_ENTRY_MARGIN: Final = 0.25
 #: Consecutive admission misses after which a run fails rather than being claimed again.
@@ -40,6 +44,14 @@ JOB_STEP_REUSED: Final = "job_step_reused"
 JOB_SUBJECT_MISMATCH: Final = "job_subject_mismatch"
 #: The reason a host's system door gives a refusal that means "not now", never "no".
 SYSTEM_DOOR_WAIT: Final = "system_door_wait"
+
+#: The deepest a JSON value a run carries (payload, cursor, step result) may nest: lists and
+#: objects inside one another, at most this many levels. Deeper values are refused at the door, as
+#: Python's JSON reader recurses per level and would fail to read back what was written.
+JOB_JSON_MAX_DEPTH: Final = 128
+#: The most digits an int in a run's JSON may have: what Python writes and reads back by default
+#: (its ``int_max_str_digits``). A longer one could be neither stored nor decoded by the reader.
+JOB_JSON_MAX_INT_DIGITS: Final = 4300
 
 #: Retry policy defaults: attempts in total (the first included), and the backoff curve.
 JOB_RETRY_MAX_ATTEMPTS: Final = 5

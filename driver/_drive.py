@@ -25,12 +25,13 @@ Theory of operation
    that run's entry in ``errors``; the drive goes on with the next run.
 
 Counting (``JobDriveReport``, tabled in docs/protocol.md, "Reading runs"): ``attempted`` counts
-each run whose first claim this call WON (a run this call picked up, due and running: a lost claim
-means it was not); ``advanced`` counts committed passes; ``completed``, ``retrying``, ``failed``,
-``deferred`` and ``superseded`` count pass outcomes, with admission misses counted ``superseded``
-(the protocol counts a claim that could not start its pass there). A run this call failed — a
-pass's outcome or takeover exhaustion — is also one entry in ``errors`` with the error on its
-record.
+each run whose first pass this call BEGAN, so its handler ran (a lost claim, an admission miss and
+a takeover that found the run's attempts spent ran no handler, so none is attempted); ``advanced``
+counts committed passes;
+``completed``, ``retrying``, ``failed``, ``deferred`` and ``superseded`` count pass outcomes. An
+admission miss is ``superseded`` — except the one that fails the run (the tenth), which is
+``failed``. Every run this call left ``retrying`` or ``failed`` (a pass's outcome, the tenth miss,
+takeover exhaustion) is also one entry in ``errors``, carrying the error written on its record.
 """
 
 from __future__ import annotations
@@ -157,8 +158,6 @@ class _Drive:
             if claim is None:
                 self.emit("claim.lost", key.id, owner)
                 return
-            if index == 0:
-                self.tally.attempted += 1
             self.emit(
                 "claim.won",
                 key.id,
@@ -166,7 +165,9 @@ class _Drive:
                 takeover=claim.takeover,
                 attempts=claim.run.attempts,
             )
-            if not await self.one_pass(claim, owner, registration, lease_ms, started):
+            if not await self.one_pass(
+                claim, owner, registration, lease_ms, started, first=index == 0
+            ):
                 return
 
     async def one_pass(
@@ -176,6 +177,8 @@ class _Drive:
         registration: JobRegistration,
         lease_ms: int,
         started: float,
+        *,
+        first: bool,
     ) -> bool:
         """One claimed pass; True when the run advanced and may take another."""
         run = claim.run
@@ -193,6 +196,8 @@ class _Drive:
         if not began:
             await self.admission_miss(run, owner, lease_ms, self.waited_ms(started))
             return False
+        if first:
+            self.tally.attempted += 1
         outcome = await run_job_pass(
             store=self.store,
             run=run,
@@ -214,6 +219,7 @@ class _Drive:
             tally.completed += 1
         elif outcome.status == "retrying":
             tally.retrying += 1
+            tally.errors.append(JobDriveError(run.id, outcome.error or "retrying"))
         elif outcome.status == "failed":
             tally.failed += 1
             tally.errors.append(JobDriveError(run.id, outcome.error or "failed"))
@@ -255,13 +261,21 @@ class _Drive:
         warning = admission_miss_warning(
             module_id=run.module_id, job=run.job, lease_ms=lease_ms, waited_ms=waited_ms, miss=miss
         )
-        settled = await self.store.miss(run.id, owner, f"{JOB_LEASE_TOO_SHORT_NOTE}: {warning}")
+        # The bare warning: the store's miss writes the prefixed failure text itself.
+        settled = await self.store.miss(run.id, owner, warning)
         misses = settled.misses if settled is not None else None
         failed = settled.failed if settled is not None else False
         self.emit(
             "admission.miss", run.id, owner, waited_ms=waited_ms, misses=misses, failed=failed
         )
-        self.tally.superseded += 1
+        if failed:
+            self.tally.failed += 1
+            # What the store wrote on the record (``admission_miss_outcome``'s text).
+            self.tally.errors.append(
+                JobDriveError(run.id, f"{JOB_LEASE_TOO_SHORT_NOTE}: {warning}")
+            )
+        else:
+            self.tally.superseded += 1
         self.tally.warnings.append(JobDriveWarning(run.id, warning))
         self.log.warning(
             warning,

@@ -3,7 +3,7 @@
 A pass cannot run on a payload it cannot decode, so ``run_job_pass`` treats a parse failure as a
 failed pass. The operator read must still show that row — a read that threw on the one row being
 investigated would take every other run on the scope with it — so ``job_run_of`` returns it with
-its JSON columns empty and ``decode_error`` saying why.
+each undecodable JSON column empty, the others decoded, and ``decode_error`` saying why.
 """
 
 from __future__ import annotations
@@ -44,11 +44,14 @@ def _is_count(value: object) -> bool:
     return math.isfinite(value)
 
 
-def decode_columns(row: JobRunRow) -> DecodedColumns:
-    """``payload``, ``cursor`` and ``counters`` decoded, or ``ColumnDecodeError`` naming every
-    column that failed. A NULL cursor is a fact ("no pass has committed yet"), decoded as None."""
+def _decode_each(row: JobRunRow) -> tuple[DecodedColumns, list[str]]:
+    """Each JSON column decoded on its own: one that fails comes back empty (payload and cursor
+    None, counters {}) with its problem listed, and never blanks a column that decoded."""
     problems: list[str] = []
+    before = len(problems)
     payload = _decode_json(row.payload, "payload", problems)
+    if len(problems) > before:
+        payload = None
     cursor = None if row.cursor is None else _decode_json(row.cursor, "cursor", problems)
     before = len(problems)
     counters = _decode_json(row.counters, "counters", problems)
@@ -56,24 +59,31 @@ def decode_columns(row: JobRunRow) -> DecodedColumns:
         isinstance(counters, dict) and all(_is_count(v) for v in counters.values())
     ):
         problems.append(f"counters is JSON but not an object of finite numbers ({row.counters})")
+    if len(problems) > before:
+        counters = {}
+    return DecodedColumns(payload, cursor, counters), problems
+
+
+def decode_columns(row: JobRunRow) -> DecodedColumns:
+    """``payload``, ``cursor`` and ``counters`` decoded, or ``ColumnDecodeError`` naming every
+    column that failed. A NULL cursor is a fact ("no pass has committed yet"), decoded as None."""
+    decoded, problems = _decode_each(row)
     if problems:
         raise ColumnDecodeError("; ".join(problems))
-    return DecodedColumns(payload, cursor, counters)
+    return decoded
 
 
 def job_run_of(row: JobRunRow) -> JobRun:
-    """The operator's record of ``row``, decoded tolerantly.
+    """The operator's record of ``row``, decoded tolerantly, column by column.
 
-    When any JSON column will not decode, all three come back empty (payload None, cursor None,
-    counters {}), never a bare None cursor that would read as "no pass committed yet", and
-    ``decode_error`` names each failing column and says JSON (docs/protocol.md, "Reading runs").
+    A JSON column that will not decode comes back empty (payload None, cursor None, counters {})
+    ("the undecodable columns come back empty", docs/protocol.md, "Reading runs") while the
+    columns that did decode keep their values: a bad ``counters`` does not blank a good cursor.
+    ``decode_error`` names each failing column and says why, in column order (payload, cursor,
+    counters), joined by ``"; "``; None when every column decoded.
     """
-    try:
-        decoded = decode_columns(row)
-        decode_error = None
-    except ColumnDecodeError as err:
-        decoded = DecodedColumns(None, None, {})
-        decode_error = str(err)
+    decoded, problems = _decode_each(row)
+    decode_error = "; ".join(problems) if problems else None
     return JobRun(
         id=row.id,
         module_id=row.module_id,

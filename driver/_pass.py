@@ -33,7 +33,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -41,7 +41,7 @@ import attrs
 
 from ._constants import JOB_DEFER_MS, JOB_LEASE_MS, JOB_STEP_REUSED
 from ._errors import Conflict, ValidationFailed
-from ._json import dumps, queue_safety_errors
+from ._json import dumps, queue_safety_errors, text_errors
 from ._operator import ColumnDecodeError, DecodedColumns, decode_columns
 from ._policy import RandomSource, resolve_retry_policy, retry_backoff_ms
 from ._port import JobRunStore, Observer, SystemScope, ignore_event
@@ -80,7 +80,11 @@ def _step_default(value: object) -> Any:
 
 
 def step_result_json(value: object) -> str:
-    """A step's value as the ledger stores it (compact, no NaN, datetimes as ISO text)."""
+    """A step's value as the ledger stores it (compact, no NaN, datetimes as ISO text); raises
+    ``ValueError`` naming the part the store could not hold (see ``queue_safety_errors``)."""
+    errors = queue_safety_errors(value, "result", allow_datetime=True)
+    if errors:
+        raise ValueError(str(ValidationFailed(errors)))
     return json.dumps(
         value,
         separators=(",", ":"),
@@ -170,6 +174,8 @@ class JobPassContext:
         self._scope: SystemScope | None = None
         self._scope_error: Exception | None = None
         self.state = _PassState()
+        #: Step calls made and not (yet) awaited, in call order.
+        self.unawaited: list[_StepCall] = []
 
     @property
     def run(self) -> JobPassRun:
@@ -195,9 +201,22 @@ class JobPassContext:
         """Add to a counter. Committed with the pass; discarded if the pass fails."""
         if not isinstance(name, str) or not name:
             raise ValidationFailed.at("count", f"name is {name!r}; it must be a non-empty str")
+        name_problems = text_errors(name, "count")
+        if name_problems:
+            raise ValidationFailed(name_problems)
         if isinstance(by, bool) or not isinstance(by, int | float) or not math.isfinite(by):
             raise ValidationFailed.at(f"count.{name}", f"is {by!r}; it must be a finite number")
-        self._counters[name] = self._counters.get(name, 0) + by
+        total = self._counters.get(name, 0) + by
+        if not math.isfinite(total):
+            raise ValidationFailed.at(
+                f"count.{name}",
+                f"overflows: adding {by!r} to {self._counters.get(name, 0)!r} is not a finite "
+                "number — count in smaller units",
+            )
+        problems = queue_safety_errors(total, f"count.{name}")  # an int past the digit limit
+        if problems:
+            raise ValidationFailed(problems)
+        self._counters[name] = total
 
     async def scope(self) -> SystemScope:
         """The scope through the system door, opened on first call and reused for the pass."""
@@ -240,15 +259,28 @@ class JobPassContext:
         self._emit("step.lost", step=step)
         return PassLost(self._lost_message())
 
-    async def step(self, name: str, fn: Callable[[], Any], retry: RetryPolicy | None = None) -> Any:
+    def step(
+        self, name: str, fn: Callable[[], Any], retry: RetryPolicy | None = None
+    ) -> Awaitable[Any]:
         """Run one NAMED step, at most once per run-pass; a completed step returns its memo.
 
         At-least-once: the ledger row is written after ``fn`` resolves, so ``fn`` must be
         idempotent. The value is round-tripped through its stored JSON either way.
+
+        Awaitable, and nothing happens until it is awaited. A call left un-awaited is remembered:
+        the pass then fails naming the step, rather than committing over a body that never ran.
         """
+        call = _StepCall(self, name, fn, retry)
+        self.unawaited.append(call)
+        return call
+
+    async def _step(self, name: str, fn: Callable[[], Any], retry: RetryPolicy | None) -> Any:
         self._stop_if_stopped()
         if not isinstance(name, str) or not name:
             raise ValidationFailed.at("step", f"name is {name!r}; it must be a non-empty str")
+        name_problems = text_errors(name, "step")
+        if name_problems:
+            raise ValidationFailed(name_problems)
         if name in self._used:
             reused = Conflict(
                 JOB_STEP_REUSED,
@@ -316,6 +348,28 @@ class JobPassContext:
 
     def committed_counters(self) -> str:
         return dumps(self._counters)
+
+
+class _StepCall:
+    """One ``ctx.step(...)`` call: runs the step when awaited, once."""
+
+    __slots__ = ("_ctx", "_fn", "_retry", "awaited", "name")
+
+    def __init__(
+        self, ctx: JobPassContext, name: str, fn: Callable[[], Any], retry: RetryPolicy | None
+    ) -> None:
+        self._ctx = ctx
+        self.name = name
+        self._fn = fn
+        self._retry = retry
+        self.awaited = False
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        if self.awaited:
+            raise RuntimeError(f"step {self.name!r} was already awaited; call ctx.step again")
+        self.awaited = True
+        self._ctx.unawaited.remove(self)
+        return self._ctx._step(self.name, self._fn, self._retry).__await__()
 
 
 class _Settler:
@@ -466,6 +520,12 @@ async def _settle(
     if state.failure is not None:
         failure = state.failure
         return await settle.fail(failure.error, policy=failure.policy, fails_run=failure.fails_run)
+    if ctx.unawaited:
+        names = ", ".join(repr(call.name) for call in ctx.unawaited)
+        which = f"step {names} was" if len(ctx.unawaited) == 1 else f"steps {names} were"
+        return await settle.fail(
+            f"{which} called without await, so the body never ran — write `await ctx.step(...)`"
+        )
     if escaped is not None:
         if ctx.is_deferral(escaped):
             return await settle.defer(error_text(escaped))
@@ -483,4 +543,5 @@ async def _settle(
         if errors:
             return await settle.fail(str(ValidationFailed(errors)))
         cursor = dumps(result.cursor)
+    # The counters always serialize: ``count`` refuses a total the store could not hold.
     return await settle.commit(cursor, ctx.committed_counters(), done=bool(result.done))

@@ -9,7 +9,9 @@ from ._constants import (
     JOB_ADMISSION_BACKOFF_BASE_MS,
     JOB_ADMISSION_BACKOFF_MAX_MS,
     JOB_ADMISSION_MISS_MAX,
+    JOB_LEASE_MAX_MS,
     JOB_LEASE_MIN_MS,
+    JOB_LEASE_TOO_SHORT_NOTE,
     JOB_RUN_LIST_LIMIT,
     JOB_RUN_LIST_MAX,
 )
@@ -31,9 +33,11 @@ def admission_backoff_ms(misses: int) -> int:
 
 def admission_miss_outcome(misses: int, now: str, note: str) -> AdmissionMissOutcome:
     """What a run's ``misses``-th consecutive miss does at the store's ``now``: a backoff, or at
-    ``JOB_ADMISSION_MISS_MAX`` a failure carrying ``note``."""
+    ``JOB_ADMISSION_MISS_MAX`` a failure whose ``last_error`` is the whole text,
+    ``f"{JOB_LEASE_TOO_SHORT_NOTE}: {note}"``. ``note`` is the drive's bare warning: this helper,
+    shared by every store, writes the prefix, so no adapter can spell the text differently."""
     if misses >= JOB_ADMISSION_MISS_MAX:
-        return AdmissionMissOutcome("failed", None, now, note)
+        return AdmissionMissOutcome("failed", None, now, f"{JOB_LEASE_TOO_SHORT_NOTE}: {note}")
     return AdmissionMissOutcome("running", add_ms(now, admission_backoff_ms(misses)), None, None)
 
 
@@ -48,11 +52,11 @@ def assert_lease_ms(lease_ms: object) -> None:
     """Refuse a job's ``lease_ms`` unless it is None or an integer of at least the minimum."""
     if lease_ms is None:
         return
-    if type(lease_ms) is not int or lease_ms < JOB_LEASE_MIN_MS:
+    if type(lease_ms) is not int or not JOB_LEASE_MIN_MS <= lease_ms <= JOB_LEASE_MAX_MS:
         raise ValidationFailed.at(
             "lease_ms",
-            f"is {lease_ms!r}; a job's lease must be an integer of at least "
-            f"{JOB_LEASE_MIN_MS} ms (or None for the default)",
+            f"is {lease_ms!r}; a job's lease must be an integer from {JOB_LEASE_MIN_MS} to "
+            f"{JOB_LEASE_MAX_MS} ms (a year), or None for the default",
         )
 
 
@@ -66,8 +70,14 @@ def _policy_errors(policy: RetryPolicy, path: str) -> list[FieldError]:
         )
     for name in ("base_delay_ms", "max_delay_ms"):
         value = getattr(policy, name)
-        if type(value) is not int or value < 0:
-            errors.append(FieldError(f"{path}.{name}", f"is {value!r}; it must be an int >= 0"))
+        if type(value) is not int or not 0 <= value <= JOB_LEASE_MAX_MS:
+            # The bound keeps every backoff's due time a time the store can write.
+            errors.append(
+                FieldError(
+                    f"{path}.{name}",
+                    f"is {value!r}; it must be an int from 0 to {JOB_LEASE_MAX_MS} (a year)",
+                )
+            )
     return errors
 
 

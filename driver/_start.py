@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from ._constants import JOB_SUBJECT_MISMATCH
 from ._errors import Conflict, FieldError, ValidationFailed
-from ._json import dumps, queue_safety_errors
+from ._json import dumps, queue_safety_errors, text_errors
 from ._port import JobRunStore
 from ._values import JobRunKey, JobRunRow, StartJobRunInput
 
@@ -19,7 +19,7 @@ from ._values import JobRunKey, JobRunRow, StartJobRunInput
 def name_errors(value: object, path: str) -> list[FieldError]:
     """Why ``value`` cannot name a module, a job or an instance (empty when it can)."""
     if isinstance(value, str) and value:
-        return []
+        return text_errors(value, path)
     return [FieldError(path, f"is {value!r}; it must be a non-empty str")]
 
 
@@ -27,10 +27,13 @@ def _input_errors(input: StartJobRunInput) -> list[FieldError]:
     errors = name_errors(input.module_id, "module_id")
     errors += name_errors(input.job, "job")
     errors += name_errors(input.instance, "instance")
-    if input.subject is not None and not (isinstance(input.subject, str) and input.subject):
-        errors.append(
-            FieldError("subject", f"is {input.subject!r}; it must be a non-empty str or None")
-        )
+    if input.subject is not None:
+        if isinstance(input.subject, str) and input.subject:
+            errors += text_errors(input.subject, "subject")
+        else:
+            errors.append(
+                FieldError("subject", f"is {input.subject!r}; it must be a non-empty str or None")
+            )
     errors += queue_safety_errors(input.payload, "payload")
     return errors
 

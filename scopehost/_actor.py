@@ -6,6 +6,11 @@ looked at. There is no ``await`` between taking a message and answering it, so n
 interleave with an operation, and SQLite is called in this task itself: a worker thread would let
 ``MockClock``'s autojump see the wait as idle and leap virtual time.
 
+An actor also RETIRES, as an idle Durable Object hibernates: when its host says so (idle too
+long, or room needed for another scope) and nothing waits in its queue, it closes its database and
+ends; the next call starts a fresh actor on the same database, so a retirement is invisible to
+callers except as the cost of reopening.
+
 Eviction is what a DO abort does. Every message not yet executed when it happens fails with
 ``ScopeEvicted`` and did not run; what was committed stays committed; the next call starts a fresh
 actor on the same database.
@@ -13,11 +18,10 @@ actor on the same database.
 
 from __future__ import annotations
 
-import math
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import attrs
 import trio
 
 from ._clock import Clock
@@ -26,24 +30,34 @@ from ._errors import HostClosed, ScopeEvicted, ScopeHostError, ScopeUnavailable
 from ._link import LinkOutcome
 
 
-@attrs.define
 class Message:
-    """One operation waiting for the actor, and the slot its answer lands in."""
+    """One operation waiting for the actor, and who hears its answer.
 
-    operation: str
-    args: tuple[Any, ...]
-    done: trio.Event = attrs.field(factory=trio.Event)
-    outcome: LinkOutcome | None = None
-    #: Told the answer the moment the actor settles it, in the actor's task: so a trace records
-    #: executions in the order the store ran them (several callers woken by one actor turn resume
-    #: in the scheduler's order), and records them even when the caller was cancelled meanwhile.
-    on_settle: Callable[[LinkOutcome], None] | None = None
+    ``reply`` is called with the outcome in the actor's task, the moment the operation ran (a link
+    uses it to start the reply leg without a scheduler round of its own); without one, the
+    outcome lands in ``outcome`` and ``done`` is set."""
+
+    __slots__ = ("_reply", "args", "done", "operation", "outcome")
+
+    def __init__(
+        self,
+        operation: str,
+        args: tuple[Any, ...],
+        reply: Callable[[LinkOutcome], None] | None = None,
+    ) -> None:
+        self.operation = operation
+        self.args = args
+        self.outcome: LinkOutcome | None = None
+        self.done: trio.Event | None = trio.Event() if reply is None else None
+        self._reply = reply
 
     def settle(self, outcome: LinkOutcome) -> None:
         self.outcome = outcome
-        self.done.set()
-        if self.on_settle is not None:
-            self.on_settle(outcome)
+        if self._reply is not None:
+            self._reply(outcome)
+        else:
+            assert self.done is not None
+            self.done.set()
 
 
 class ScopeActor:
@@ -55,57 +69,97 @@ class ScopeActor:
         open_database: Callable[[], ScopeDatabase],
         close_database: Callable[[ScopeDatabase], None],
         clock: Clock,
+        on_idle: Callable[[ScopeActor], None] | None = None,
     ) -> None:
         self.scope_id = scope_id
+        self._on_idle = on_idle
+        #: The database while it is open (None before the first message and after closing).
+        self._database: ScopeDatabase | None = None
         self._open_database = open_database
         self._close_database = close_database
         self._clock = clock
-        self._send, self._receive = trio.open_memory_channel[Message](math.inf)
+        #: The queue. A deque and a parked task rather than a memory channel: a host may hold
+        #: thousands of actors, and a channel's pair of objects and statistics cost on each.
+        self._inbox: deque[Message] = deque()
+        self._accepting = True
+        #: The actor's task while it waits for a message (None while it runs).
+        self._parked: trio.lowlevel.Task | None = None
         self.evicted = False
         #: Set once this actor will serve nothing more; the host then starts a fresh one.
         self.closed = False
 
     def submit(self, message: Message) -> None:
-        self._send.send_nowait(message)
+        if not self._accepting:
+            raise trio.ClosedResourceError(f"the actor of scope {self.scope_id!r} has ended")
+        self._inbox.append(message)
+        self._wake()
+
+    def _wake(self) -> None:
+        parked, self._parked = self._parked, None
+        if parked is not None:
+            trio.lowlevel.reschedule(parked)
+
+    @property
+    def busy(self) -> bool:
+        """Messages wait in the queue (or the actor has not yet started on its first one)."""
+        return bool(self._inbox)
+
+    def retire(self) -> bool:
+        """Close the database now and end, if nothing waits; False (and nothing done) if busy."""
+        if self._inbox or self.closed:
+            return False
+        self.closed = True
+        self._accepting = False
+        self._wake()
+        database, self._database = self._database, None
+        if database is not None:
+            self._close_database(database)
+        return True
 
     def evict(self) -> None:
         """Abort: everything still queued fails; the task ends once the queue is drained."""
         self.evicted = True
-        self._send.close()
+        self._accepting = False
+        self._wake()
 
     async def serve(self) -> None:
         database: ScopeDatabase | None = None
         failure: Exception | None = None
+        inbox = self._inbox
         try:
             try:
-                database = self._open_database()
+                database = self._database = self._open_database()
             except Exception as error:
                 # Answer every waiting call with the reason instead of taking the host down.
                 failure = error
                 return
-            async for message in self._receive:
-                self._serve_one(database, message)
-                # Whatever queued up meanwhile is served in the same turn, still one message at a
-                # time: a yield between two of them would let nothing new in that the queue's
-                # order does not already admit, and would cost a scheduler round per message.
-                while True:
-                    try:
-                        message = self._receive.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                    self._serve_one(database, message)
+            while True:
+                # Whatever queued up is served in the same turn, still one message at a time: a
+                # yield between two of them would let nothing new in that the queue's order does
+                # not already admit, and would cost a scheduler round per message.
+                while inbox:
+                    self._serve_one(database, inbox.popleft())
+                if not self._accepting:
+                    return
+                if self._on_idle is not None:
+                    self._on_idle(self)
+                self._parked = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(self._abort)
         finally:
             # Cancelled with the host, or the database would not open: nobody waiting may hang.
             self.closed = True
-            self._send.close()
-            while True:
-                try:
-                    message = self._receive.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
+            self._accepting = False
+            while inbox:
+                message = inbox.popleft()
                 self._refuse(message, self._unserved_error(message, failure))
-            if database is not None:
-                self._close_database(database)
+            # Unless a retirement closed it already.
+            closing, self._database = self._database, None
+            if closing is not None:
+                self._close_database(closing)
+
+    def _abort(self, _: Any) -> trio.lowlevel.Abort:
+        self._parked = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
     def _serve_one(self, database: ScopeDatabase, message: Message) -> None:
         if self.evicted:
@@ -125,6 +179,8 @@ class ScopeActor:
         message.settle(LinkOutcome(None, error, self._clock.now()))
 
     def _unserved_error(self, message: Message, failure: Exception | None) -> ScopeHostError:
+        if isinstance(failure, ScopeUnavailable):
+            return ScopeUnavailable(f"{message.operation} did not run: {failure}")
         if failure is not None:
             return ScopeUnavailable(
                 f"{message.operation} on scope {self.scope_id!r} did not run: its database "

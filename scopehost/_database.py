@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import os
 import sqlite3
 from collections.abc import Mapping
 from types import TracebackType
@@ -27,6 +28,7 @@ import attrs
 
 from driver import (
     JOB_LEASE_EXPIRED_NOTE,
+    JOB_LEASE_MAX_MS,
     JOB_RUN_STATUSES,
     JobDueKey,
     JobMiss,
@@ -46,12 +48,12 @@ from driver import (
 
 from ._dump import JobRunDump, JobStepDumpRow, export_rows, import_rows
 from ._erasure import shred_subject_rows
+from ._errors import ScopeFileGone
 from ._operations import ModuleOperation, merge_operations
 from ._schema import RUNS_TABLE, STEPS_TABLE, ensure_schema
 from ._sql import (
     JOB_RUN_BEGIN_SQL,
     JOB_RUN_CLAIM_SQL,
-    JOB_RUN_DUE_SQL,
     JOB_RUN_LIVE_SQL,
     JOB_RUN_MISS_SETTLE_SQL,
     JOB_RUN_MISS_SQL,
@@ -78,6 +80,25 @@ _STATUS_CHOICES: Final = ", ".join(repr(status) for status in JOB_RUN_STATUSES)
 
 
 # -- input checks: each raises before any transaction opens ---------------------------------------
+
+
+#: The spec's due read's rows (``JOB_RUN_DUE_SQL``) in its order, read as two ranges of the
+#: ``(status, next_attempt_at, id)`` index: the running rows with no next attempt (due, ordered
+#: by ``started_at``), and those whose next attempt is at or before now (ordered by it). Only due
+#: rows are read and sorted, so runs that wait (leased, backing off, deferred) cost nothing however
+#: many there are, where the spec's statement walks them all whenever fewer than ``max`` are due.
+#: The two ranges are disjoint, and each one's sort key is exactly what
+#: ``COALESCE(next_attempt_at, started_at)`` gives its rows; a property test holds this to the
+#: spec's statement on random tables.
+_DUE_BY_RANGES_SQL: Final = (
+    "SELECT id, module_id, job FROM ("
+    "SELECT id, module_id, job, started_at AS due_at FROM _substrat_job_runs "
+    "WHERE status = 'running' AND next_attempt_at IS NULL "
+    "UNION ALL "
+    "SELECT id, module_id, job, next_attempt_at AS due_at FROM _substrat_job_runs "
+    "WHERE status = 'running' AND next_attempt_at <= ?"
+    ") ORDER BY due_at, id LIMIT ?"
+)
 
 
 def _time_ms(value: object, path: str) -> int:
@@ -111,9 +132,12 @@ def _check_whole(value: object, path: str, *, minimum: int, remedy: str) -> None
 
 
 def _check_lease_ms(lease_ms: object) -> None:
-    _check_whole(
-        lease_ms, "lease_ms", minimum=1, remedy="a lease is a whole number of milliseconds above 0"
-    )
+    if type(lease_ms) is not int or not 1 <= lease_ms <= JOB_LEASE_MAX_MS:
+        raise ValidationFailed.at(
+            "lease_ms",
+            f"is {lease_ms!r}; a lease is a whole number of milliseconds from 1 to "
+            f"{JOB_LEASE_MAX_MS} (a year), which keeps its expiry a time the store can write",
+        )
 
 
 def _check_text(value: object, path: str, *, nullable: bool, remedy: str) -> None:
@@ -138,15 +162,59 @@ def _check_patch(patch: JobRunPatch) -> None:
     )
 
 
+class _FileWatch:
+    """The scope's database file as it was opened, checked before each operation.
+
+    SQLite keeps writing into a file deleted under an open connection (on POSIX the inode lives
+    on), and every commit after that is lost the moment the connection closes. So each operation
+    first checks that the path still names the file that was opened (same device and inode), and
+    refuses to run otherwise.
+    """
+
+    __slots__ = ("_identity", "_path", "_scope_id")
+
+    def __init__(self, path: str, scope_id: str) -> None:
+        self._path = path
+        self._scope_id = scope_id
+        self._identity = self._stat()
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            found = os.stat(self._path)
+        except FileNotFoundError:
+            return None
+        return found.st_dev, found.st_ino
+
+    def check(self) -> None:
+        if self._identity is not None and self._stat() == self._identity:
+            return
+        raise ScopeFileGone(
+            f"scope {self._scope_id!r}: its database file {self._path} was deleted or replaced "
+            "while the scope had it open; nothing was written — restore the file, or evict the "
+            "scope to start over on whatever the path now holds"
+        )
+
+
+def _file_watch(conn: sqlite3.Connection, scope_id: str) -> _FileWatch | None:
+    """A watch on the main database's file, or None for an in-memory database (no file)."""
+    for _, name, path in conn.execute("PRAGMA database_list"):
+        if name == "main" and path:
+            return _FileWatch(str(path), scope_id)
+    return None
+
+
 class _Transaction:
     """``BEGIN IMMEDIATE`` on entry; ``COMMIT`` on a clean exit, ``ROLLBACK`` on any other."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "_watch")
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, watch: _FileWatch | None) -> None:
         self._conn = conn
+        self._watch = watch
 
     def __enter__(self) -> None:
+        if self._watch is not None:
+            self._watch.check()
         self._conn.execute("BEGIN IMMEDIATE")
 
     def __exit__(
@@ -202,7 +270,7 @@ class ScopeDatabase:
         self._conn = conn
         conn.row_factory = sqlite3.Row
         self._added_columns = ensure_schema(conn)
-        self._tx = _Transaction(conn)
+        self._tx = _Transaction(conn, _file_watch(conn, scope_id))
 
     @property
     def scope_id(self) -> str:
@@ -247,7 +315,9 @@ class ScopeDatabase:
         return row
 
     def due_keys(self, now_param: str, max: int, *, now: str) -> builtins.list[JobDueKey]:
-        """Up to ``max`` due keys as of the CALLER's ``now_param`` (as the spec binds it)."""
+        """Up to ``max`` due keys as of the CALLER's ``now_param`` (as the spec binds it).
+
+        The rows and order of ``JOB_RUN_DUE_SQL``, read as ``_DUE_BY_RANGES_SQL`` does."""
         _time_ms(now, "now")
         _time_ms(now_param, "now_param")
         _check_whole(
@@ -258,7 +328,7 @@ class ScopeDatabase:
             "(SQLite would read a negative limit as no limit)",
         )
         with self._tx:
-            rows = self._conn.execute(JOB_RUN_DUE_SQL, (now_param, max)).fetchall()
+            rows = self._conn.execute(_DUE_BY_RANGES_SQL, (now_param, max)).fetchall()
         return [JobDueKey(row[0], row[1], row[2]) for row in rows]
 
     def claim(self, id: str, owner: str, lease_ms: int, *, now: str) -> JobRunClaim | None:

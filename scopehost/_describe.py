@@ -6,15 +6,24 @@ from typing import Any
 
 import attrs
 
+#: The field names of each attrs class met so far: ``attrs.fields`` builds a tuple per call, and a
+#: trace describes the same few row and claim types hundreds of thousands of times.
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+
 
 def describe(value: Any) -> Any:
     """``value`` as JSON-ready data: attrs values as dicts, errors as ``"Type: message"``."""
-    if value is None or isinstance(value, bool | int | float | str):
+    kind = type(value)
+    if value is None or kind is str or kind is int or kind is float or kind is bool:
         return value
-    if attrs.has(type(value)):
-        return {
-            field.name: describe(getattr(value, field.name)) for field in attrs.fields(type(value))
-        }
+    if isinstance(value, bool | int | float | str):
+        return value
+    names = _FIELD_NAMES.get(kind, ())
+    if names == ():
+        names = tuple(field.name for field in attrs.fields(kind)) if attrs.has(kind) else None
+        _FIELD_NAMES[kind] = names
+    if names is not None:
+        return {name: describe(getattr(value, name)) for name in names}
     if isinstance(value, BaseException):
         return f"{type(value).__name__}: {value}"
     if isinstance(value, list | tuple):

@@ -38,6 +38,11 @@ class ScopeUnavailable(ScopeHostError):
     """The scope's database could not be opened; the call did not run."""
 
 
+class ScopeFileGone(ScopeUnavailable):
+    """The scope's database file was deleted (or replaced) while the scope had it open; the call
+    did not run, rather than write into a file nobody can open again."""
+
+
 class HostClosed(ScopeHostError):
     """The scope host has shut down; no scope can be reached through it any more."""
 

@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 
 import trio
 
-from driver import Observer
+from driver import Observer, ValidationFailed
 
 from ._actor import Message, ScopeActor
 from ._clock import Clock, WallClock
@@ -26,7 +26,8 @@ from ._database import ModuleOperation, ScopeDatabase
 from ._describe import describe
 from ._errors import DoorHeld, HostClosed
 from ._link import Link, LinkCall, LinkOutcome
-from ._network import Network
+from ._network import Network, check_jumpable_clock
+from ._retirement import Retirement, check_idle_ms, check_max_open, out_of_file_handles
 from ._stub import ScopeDoor, ScopeStub
 
 #: The name of the zero-latency link a stub gets when its caller passes none.
@@ -35,14 +36,17 @@ DIRECT_LINK = "direct"
 #: Builds a scope's store over its connection (``ScopeDatabase`` or a subclass).
 DatabaseFactory: TypeAlias = Callable[..., ScopeDatabase]
 
-_SCOPE_ID = re.compile(r"^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,127}$")
+_SCOPE_ID = re.compile(r"[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,127}")
 
 
 def check_scope_id(scope_id: object) -> str:
-    if not isinstance(scope_id, str) or not _SCOPE_ID.match(scope_id):
-        raise ValueError(
-            f"scope id {scope_id!r} must be 1 to 128 letters, digits, '.', '_', ':' or '-', "
-            "not starting with '.'"
+    # fullmatch, not match with `$`: `$` also matches before a trailing newline, and "s1\n" would
+    # name a second scope (and file) that looks like "s1".
+    if not isinstance(scope_id, str) or not _SCOPE_ID.fullmatch(scope_id):
+        raise ValidationFailed.at(
+            "scope_id",
+            f"is {scope_id!r}; a scope id is 1 to 128 letters, digits, '.', '_', ':' or '-', "
+            "not starting with '.'",
         )
     return scope_id
 
@@ -60,19 +64,30 @@ class ScopeHost:
         operations: Mapping[str, ModuleOperation] | None,
         rng: random.Random,
         database: DatabaseFactory = ScopeDatabase,
+        jump_clock: bool = False,
+        observe_direct: bool | frozenset[str] = True,
+        idle_ms: float | None = None,
+        max_open_scopes: int | None = None,
     ) -> None:
         self._nursery = nursery
+        self._observe_direct = observe_direct
         self._database = database
         self.directory = directory
         self.clock = clock
         #: The default random source of drives built on this host (a seeded world passes its own).
         self.rng = rng
-        self.network = Network()
+        self.network = Network(jump_clock=jump_clock)
         self._observer = observer
         self._operations: dict[str, ModuleOperation] | None = (
             dict(operations) if operations is not None else None
         )
         self._actors: dict[str, ScopeActor] = {}
+        self.retirement = Retirement(
+            self._actors,
+            self.network,
+            idle_ms=check_idle_ms(idle_ms),
+            max_open=check_max_open(max_open_scopes),
+        )
         self._memory: dict[str, sqlite3.Connection] = {}
         self._held_doors: set[tuple[str, str]] = set()
         self._direct = Link(name=DIRECT_LINK)
@@ -135,22 +150,46 @@ class ScopeHost:
         scope_id: str,
         operation: str,
         args: tuple[Any, ...],
-        *,
-        on_settle: Callable[[LinkOutcome], None] | None = None,
     ) -> LinkOutcome:
-        """Queue one operation at the scope's actor and wait for its answer (``on_settle`` is told
-        it as the actor settles it, whether or not this caller is still waiting)."""
+        """Queue one operation at the scope's actor and wait for its answer."""
         if self.closed:
             raise HostClosed(f"{operation} on scope {scope_id!r}: the scope host is closed")
-        message = Message(operation, args, on_settle=on_settle)
+        message = Message(operation, args)
         self._actor(scope_id).submit(message)
+        assert message.done is not None
         await message.done.wait()
         assert message.outcome is not None
         return message.outcome
 
-    def observe_rpc(self, event: str, call: LinkCall, outcome: LinkOutcome | None) -> None:
+    def submit(
+        self,
+        scope_id: str,
+        operation: str,
+        args: tuple[Any, ...],
+        reply: Callable[[LinkOutcome], None],
+    ) -> None:
+        """Queue one operation at the scope's actor; ``reply`` hears the outcome as it runs."""
+        self._actor(scope_id).submit(Message(operation, args, reply))
+
+    def observe_rpc(
+        self,
+        event: str,
+        call: LinkCall,
+        outcome: LinkOutcome | None,
+        described: Any = None,
+    ) -> Any:
+        """Tell the observer about one leg event; returns the outcome as described, so the
+        reply's events can share one description (``described``) instead of building two."""
         if self._observer is None:
-            return
+            return None
+        if call.link == DIRECT_LINK and (
+            not self._observe_direct
+            or (
+                isinstance(self._observe_direct, frozenset)
+                and call.operation not in self._observe_direct
+            )
+        ):
+            return None
         fields: dict[str, Any] = {
             "link": call.link,
             "seq": call.seq,
@@ -161,26 +200,37 @@ class ScopeHost:
             fields["args"] = describe(call.args)
         elif outcome is not None:
             fields["store_at"] = outcome.executed_at
-            if outcome.error is not None:
-                fields["error"] = describe(outcome.error)
-            else:
-                fields["result"] = describe(outcome.value)
+            if described is None:
+                described = describe(outcome.error if outcome.error is not None else outcome.value)
+            fields["error" if outcome.error is not None else "result"] = described
         if event == "rpc.drop":
             fields["leg"] = "request" if outcome is None else "reply"
         self._observer(event, fields)
+        return described
 
     def _actor(self, scope_id: str) -> ScopeActor:
         actor = self._actors.get(scope_id)
-        if actor is None or actor.closed:
-            actor = ScopeActor(
-                scope_id,
-                lambda: self._open_database(scope_id),
-                self._close_database,
-                self.clock,
-            )
-            self._actors[scope_id] = actor
-            self._nursery.start_soon(actor.serve, name=f"scope:{scope_id}")
+        if actor is not None and not actor.closed:
+            self.retirement.used(scope_id)
+            return actor
+        if actor is not None:
+            del self._actors[scope_id]
+        self.retirement.make_room()
+        actor = ScopeActor(
+            scope_id,
+            lambda: self._open_database(scope_id),
+            self._close_database,
+            self.clock,
+            on_idle=self.retirement.idle if self.retirement.idle_ms is not None else None,
+        )
+        self._actors[scope_id] = actor
+        self._nursery.start_soon(actor.serve, name=f"scope:{scope_id}")
         return actor
+
+    @property
+    def open_scopes(self) -> int:
+        """How many scopes have an actor (and, in a directory, an open database) right now."""
+        return sum(1 for actor in self._actors.values() if not actor.closed)
 
     def _open_database(self, scope_id: str) -> ScopeDatabase:
         if self.directory is None:
@@ -188,12 +238,26 @@ class ScopeHost:
             if connection is None:
                 connection = sqlite3.connect(":memory:", isolation_level=None)
                 self._memory[scope_id] = connection
-        else:
+            return self._database(connection, scope_id, operations=self._operations)
+        try:
             connection = sqlite3.connect(
                 self.directory / f"{scope_id}.sqlite3", isolation_level=None
             )
-            connection.execute("PRAGMA journal_mode=WAL")
-        return self._database(connection, scope_id, operations=self._operations)
+            try:
+                # WAL with synchronous=NORMAL, the durability a Durable Object gives: a commit is
+                # durable against a crash of this process, and the last commits before a power
+                # loss or OS crash may be lost (never corrupted). A full sync per commit cost
+                # twelve times as much.
+                connection.execute("PRAGMA journal_mode=WAL")
+                connection.execute("PRAGMA synchronous=NORMAL")
+                return self._database(connection, scope_id, operations=self._operations)
+            except BaseException:
+                connection.close()
+                raise
+        except sqlite3.OperationalError as error:
+            # SQLite says only "unable to open database file": find out whether the process
+            # ran out of file handles, the one cause a host's own settings can fix.
+            raise out_of_file_handles(scope_id, self.retirement.max_open) or error from error
 
     def _close_database(self, database: ScopeDatabase) -> None:
         # An in-memory database IS its connection: it stays open for the next actor.
@@ -216,6 +280,10 @@ async def open_scope_host(
     operations: Mapping[str, ModuleOperation] | None = None,
     rng: random.Random | None = None,
     database: DatabaseFactory = ScopeDatabase,
+    jump_clock: bool = False,
+    observe_direct: bool | frozenset[str] = True,
+    idle_ms: float | None = None,
+    max_open_scopes: int | None = None,
 ) -> AsyncIterator[ScopeHost]:
     """A scope host whose actors and network run in a nursery for the block's duration.
 
@@ -224,10 +292,23 @@ async def open_scope_host(
 
     ``database`` builds each actor's store over its connection: ``ScopeDatabase`` unless a test or
     a simulation wants a deliberately broken one, to show that a check notices.
+    ``jump_clock=True`` lets the host's network move a ``MockClock(autojump_threshold=0)`` itself
+    (see ``Network``): faster, and only right when nothing else waits for all tasks to block.
+    ``observe_direct=False`` keeps calls over the host's own zero-latency link (``DIRECT_LINK``)
+    from the observer, before anything is described for it; a set of operation names observes
+    only those over that link.
+
+    ``idle_ms`` closes a scope's database once nobody has called it for that long (host time);
+    ``max_open_scopes`` caps the scopes open at once, closing the least recently used idle ones
+    first. A closed scope reopens on its next call. See ``scopehost._retirement``.
     """
     path = None if directory is None else Path(directory)
     if path is not None and not path.is_dir():
         raise ValueError(f"directory {str(path)!r} does not exist; create it or pass None")
+    if jump_clock:
+        check_jumpable_clock()
+    check_idle_ms(idle_ms)
+    check_max_open(max_open_scopes)
     async with trio.open_nursery() as nursery:
         host = ScopeHost(
             nursery,
@@ -237,6 +318,10 @@ async def open_scope_host(
             operations=operations,
             rng=rng if rng is not None else random.Random(0),
             database=database,
+            jump_clock=jump_clock,
+            observe_direct=observe_direct,
+            idle_ms=idle_ms,
+            max_open_scopes=max_open_scopes,
         )
         nursery.start_soon(host.network.serve, name="network")
         try:

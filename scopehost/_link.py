@@ -8,6 +8,15 @@ the drop-reply rules, the reply delay, and the caller gets the value.
 Everything a hook does happens in the CALLING task, never in the network task: a hook that holds a
 reply while a whole rival drive runs must not stop the delivery of the rival's own messages.
 
+A leg nobody needs to see costs no scheduler round of the caller's. A hook may come with ``wants``,
+a plain function that says which calls it must see; when no hook wants a leg, the leg is carried
+by whichever task ends it: the network task hands a request straight to the scope's queue once its
+delay is over, and the actor starts the reply leg the moment the operation ran. The caller then
+sleeps once, from sending to being answered: four scheduler batches for a call with latency on
+both legs (network, actor, network, caller), two without (actor, caller). Every decision is the
+same one the caller would make, in the same order (hooks' ``wants``, then the drop rules, then the
+delay draw), at the same virtual time.
+
 What each fault means is the point of modelling it. A dropped request did not run. A dropped reply
 DID run and committed; the caller only learns that something went wrong. A reply held by a hook is
 late, and the write it reports was made when it executed, not when the caller heard of it. An
@@ -24,8 +33,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import attrs
+import trio
 
-from ._errors import ReplyDropped, RequestAbandoned, RequestDropped, ScopeHostError
+from ._errors import HostClosed, ReplyDropped, RequestAbandoned, RequestDropped
+from ._network import Timed, withdraw
 
 if TYPE_CHECKING:
     from ._host import ScopeHost
@@ -70,6 +81,9 @@ Verdict: TypeAlias = Literal["drop"] | None
 RequestVerdict: TypeAlias = Verdict | DeliverLate
 RequestHook: TypeAlias = Callable[[LinkCall], Awaitable[RequestVerdict]]
 ReplyHook: TypeAlias = Callable[[LinkCall, LinkOutcome], Awaitable[Verdict]]
+#: Which calls a hook must see (asked after the leg's delay, in whichever task carries the leg).
+RequestWants: TypeAlias = Callable[[LinkCall], bool]
+ReplyWants: TypeAlias = Callable[[LinkCall, LinkOutcome], bool]
 #: A leg's delay in ms: a constant, per operation (key "*" for the rest), or drawn per call.
 LegDelay: TypeAlias = float | Mapping[str, float] | Callable[[LinkCall, random.Random], float]
 
@@ -101,21 +115,27 @@ class Link:
         # A fixed seed rather than the global source: a delay drawn here must replay.
         self.rng = rng if rng is not None else random.Random(0)
         self._seq = 0
-        self._request_hooks: list[RequestHook] = []
-        self._reply_hooks: list[ReplyHook] = []
+        self._request_hooks: list[tuple[RequestHook, RequestWants | None]] = []
+        self._reply_hooks: list[tuple[ReplyHook, ReplyWants | None]] = []
         self._request_drops: list[_DropRule] = []
         self._reply_drops: list[_DropRule] = []
 
     def __repr__(self) -> str:
         return f"Link(name={self.name!r})"
 
-    def add_request_hook(self, hook: RequestHook) -> None:
-        """Run ``hook`` after each request's delay, before it executes; "drop" drops it."""
-        self._request_hooks.append(hook)
+    def add_request_hook(self, hook: RequestHook, *, wants: RequestWants | None = None) -> None:
+        """Run ``hook`` after each request's delay, before it executes; "drop" drops it.
 
-    def add_reply_hook(self, hook: ReplyHook) -> None:
-        """Run ``hook`` after each operation executed, before its reply leg; "drop" drops it."""
-        self._reply_hooks.append(hook)
+        With ``wants``, only on the calls it accepts. ``wants`` is asked once per call, for every
+        hook before any hook runs, possibly in the network task: it must not block."""
+        self._request_hooks.append((hook, wants))
+
+    def add_reply_hook(self, hook: ReplyHook, *, wants: ReplyWants | None = None) -> None:
+        """Run ``hook`` after each operation executed, before its reply leg; "drop" drops it.
+
+        With ``wants``, only on the calls it accepts (asked once per call, possibly in the
+        actor's task, the moment the operation ran: it must not block)."""
+        self._reply_hooks.append((hook, wants))
 
     def drop_requests(
         self, match: Callable[[LinkCall], bool] = _all_calls, *, times: int = 1
@@ -149,51 +169,68 @@ class Link:
         """Carry one operation to ``scope_id`` and its answer back, across both legs."""
         self._seq += 1
         call = LinkCall(self.name, self._seq, scope_id, operation, args)
-        observe = host.observe_rpc
-        observe("rpc.send", call, None)
-        await host.network.sleep_ms(self.delay_ms(self.request_ms, call))
-        verdict = await self._request_verdict(call)
-        if isinstance(verdict, DeliverLate):
-            observe("rpc.abandon", call, None)
-            host.start_soon(self._deliver_late, host, call, self._late_ms(verdict.ms, call))
-            raise RequestAbandoned(
-                f"request {operation} #{call.seq} on link {self.name!r} to scope {scope_id!r} "
-                "was abandoned by its caller: the wire may still deliver it and the operation run"
-            )
-        if verdict == "drop":
-            observe("rpc.drop", call, None)
+        host.observe_rpc("rpc.send", call, None)
+        flight = _Flight(self, host, call)
+        delay = self.delay_ms(self.request_ms, call)
+        if delay == 0:
+            flight.arrive()
+        else:
+            flight.timed = host.network.at(trio.current_time() + delay / 1000.0, flight.arrive)
+        step = await flight.next_step()
+        if isinstance(step, list):
+            # Some hooks want this request: they run here, in the calling task.
+            verdict = await _request_verdict(step, call)
+            if verdict is None and _take(self._request_drops, call):
+                verdict = "drop"
+            if isinstance(verdict, DeliverLate):
+                host.observe_rpc("rpc.abandon", call, None)
+                host.start_soon(self._deliver_late, host, call, self._late_ms(verdict.ms, call))
+                raise RequestAbandoned(
+                    f"request {operation} #{call.seq} on link {self.name!r} to scope "
+                    f"{scope_id!r} was abandoned by its caller: the wire may still deliver it "
+                    "and the operation run"
+                )
+            if verdict is None:
+                flight.submit()
+            step = await flight.next_step() if verdict is None else _REQUEST_DROPPED
+        if step is _REQUEST_DROPPED:
+            host.observe_rpc("rpc.drop", call, None)
             raise RequestDropped(
                 f"request {operation} #{call.seq} on link {self.name!r} to scope {scope_id!r} "
                 "was dropped: the operation did not run"
             )
-        outcome = await host.execute(
-            scope_id, operation, args, on_settle=lambda outcome: observe("rpc.exec", call, outcome)
-        )
-        dropped = await self._reply_verdict(call, outcome)
-        await host.network.sleep_ms(self.delay_ms(self.reply_ms, call))
+        if isinstance(step, BaseException):
+            raise step
+        outcome = flight.outcome
+        assert outcome is not None
+        if isinstance(step, tuple):
+            # Some hooks want this reply: they run here, then the reply leg's delay.
+            dropped = await _reply_verdict(step, call, outcome) or _take(self._reply_drops, call)
+            await host.network.sleep_ms(self.delay_ms(self.reply_ms, call))
+        else:
+            dropped = step is _REPLY_DROPPED
         if dropped:
-            observe("rpc.drop", call, outcome)
+            host.observe_rpc("rpc.drop", call, outcome, flight.described)
             raise ReplyDropped(
                 f"reply to {operation} #{call.seq} on link {self.name!r} from scope {scope_id!r} "
                 f"was dropped: the operation ran at {outcome.executed_at}"
             )
-        observe("rpc.deliver", call, outcome)
+        host.observe_rpc("rpc.deliver", call, outcome, flight.described)
         return outcome.unwrap()
 
     async def _deliver_late(self, host: ScopeHost, call: LinkCall, ms: float) -> None:
         """The abandoned request's own way to the scope: it runs there, and nobody hears back."""
         await host.network.sleep_ms(ms)
         host.observe_rpc("rpc.late", call, None)
-        try:
-            outcome = await host.execute(
-                call.scope_id,
-                call.operation,
-                call.args,
-                on_settle=lambda outcome: host.observe_rpc("rpc.exec", call, outcome),
-            )
-        except ScopeHostError:
+        if host.closed:
             return  # the host closed while the request was in flight: it never arrived
-        host.observe_rpc("rpc.drop", call, outcome)
+
+        def ran(outcome: LinkOutcome) -> None:
+            # In the actor's task, as it ran: the trace keeps the store's order.
+            host.observe_rpc("rpc.exec", call, outcome)
+            host.observe_rpc("rpc.drop", call, outcome)
+
+        host.submit(call.scope_id, call.operation, call.args, ran)
 
     def _late_ms(self, ms: float, call: LinkCall) -> float:
         if not ms >= 0:
@@ -203,18 +240,143 @@ class Link:
             )
         return float(ms)
 
-    async def _request_verdict(self, call: LinkCall) -> RequestVerdict:
-        for hook in list(self._request_hooks):
-            verdict = await hook(call)
-            if verdict is not None:
-                return verdict
-        return "drop" if _take(self._request_drops, call) else None
 
-    async def _reply_verdict(self, call: LinkCall, outcome: LinkOutcome) -> bool:
-        for hook in list(self._reply_hooks):
-            if await hook(call, outcome) == "drop":
-                return True
-        return _take(self._reply_drops, call)
+#: What ends a leg for the caller, besides a list (request hooks to run) or a tuple (reply hooks).
+_REQUEST_DROPPED = "request dropped"
+_REPLY_DROPPED = "reply dropped"
+_REPLY_DELIVERED = "reply delivered"
+
+_Step: TypeAlias = str | list[RequestHook] | tuple[ReplyHook, ...] | BaseException
+
+
+class _Flight:
+    """One call in flight: what carries its legs while the caller sleeps, and wakes it once."""
+
+    __slots__ = (
+        "_gone",
+        "_parked",
+        "_step",
+        "_task",
+        "call",
+        "described",
+        "host",
+        "link",
+        "outcome",
+        "timed",
+    )
+
+    def __init__(self, link: Link, host: ScopeHost, call: LinkCall) -> None:
+        self.link = link
+        self.host = host
+        self.call = call
+        self.outcome: LinkOutcome | None = None
+        #: The outcome as the observer was told it at execution, shared by the reply's event.
+        self.described: Any = None
+        #: The network entry carrying a leg, withdrawn if the caller gives up meanwhile.
+        self.timed: Timed | None = None
+        self._task = trio.lowlevel.current_task()
+        self._step: _Step | None = None
+        self._parked = False
+        self._gone = False
+
+    async def next_step(self) -> _Step:
+        """Sleep until a leg ends (unless it already has); what the caller does next."""
+        if self._step is None:
+            self._parked = True
+            await trio.lowlevel.wait_task_rescheduled(self._abort)
+        step = self._step
+        assert step is not None
+        self._step = None
+        return step
+
+    def _abort(self, _: Any) -> trio.lowlevel.Abort:
+        # The caller gave up (cancelled): a request still on the wire never arrives; one the
+        # scope already holds still runs, and its reply goes nowhere.
+        self._parked = False
+        self._gone = True
+        if self.timed is not None:
+            withdraw(self.timed)
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def _wake(self, step: _Step) -> None:
+        self.timed = None
+        self._step = step
+        if self._parked:
+            self._parked = False
+            trio.lowlevel.reschedule(self._task)
+
+    def arrive(self) -> None:
+        """The request's delay is over: hooks, then drop rules, then the scope's queue."""
+        self.timed = None
+        try:
+            wanting = [
+                hook
+                for hook, wants in self.link._request_hooks
+                if wants is None or wants(self.call)
+            ]
+            if wanting:
+                self._wake(wanting)
+            elif _take(self.link._request_drops, self.call):
+                self._wake(_REQUEST_DROPPED)
+            else:
+                self.submit()
+        except Exception as error:
+            self._wake(error)
+
+    def submit(self) -> None:
+        call = self.call
+        host = self.host
+        if host.closed:
+            self._wake(
+                HostClosed(f"{call.operation} on scope {call.scope_id!r}: the scope host is closed")
+            )
+            return
+        host.submit(call.scope_id, call.operation, call.args, self.replied)
+
+    def replied(self, outcome: LinkOutcome) -> None:
+        """The operation ran (called in the actor's task): the reply leg starts now."""
+        self.outcome = outcome
+        try:
+            self.described = self.host.observe_rpc("rpc.exec", self.call, outcome)
+            if self._gone:
+                return
+            link = self.link
+            wanting = tuple(
+                hook
+                for hook, wants in link._reply_hooks
+                if wants is None or wants(self.call, outcome)
+            )
+            if wanting:
+                self._wake(wanting)
+                return
+            step = _REPLY_DROPPED if _take(link._reply_drops, self.call) else _REPLY_DELIVERED
+            delay = link.delay_ms(link.reply_ms, self.call)
+        except Exception as error:
+            self._wake(error)
+            return
+        if delay == 0:
+            self._wake(step)
+        else:
+            self.timed = self.host.network.at(
+                trio.current_time() + delay / 1000.0, lambda: self._wake(step)
+            )
+
+
+async def _request_verdict(hooks: list[RequestHook], call: LinkCall) -> RequestVerdict:
+    for hook in hooks:
+        verdict = await hook(call)
+        if verdict is not None:
+            return verdict
+    return None
+
+
+async def _reply_verdict(
+    hooks: tuple[ReplyHook, ...], call: LinkCall, outcome: LinkOutcome
+) -> bool:
+    for hook in hooks:
+        if await hook(call, outcome) == "drop":
+            return True
+    return False
 
 
 def _take(rules: list[_DropRule], call: LinkCall) -> bool:

@@ -1,11 +1,26 @@
-"""One task that wakes every timed waiter, in (due time, sequence) order.
+"""One task that runs every timed wake-up, in (due time, sequence) order.
 
 Trio breaks ties between equal deadlines by memory address, which differs from process to process.
 A simulation that must replay byte for byte therefore never lets two of its own waits race on
 Trio's deadline heap: every leg delay and every simulated sleep is an entry in THIS heap, ordered by
-(due, seq), and the one network task wakes them in that order. A zero-length wait returns at once:
-a call still yields while the scope's actor serves it, which is where calls interleave, and a
-checkpoint per leg would only double the scheduler's work for nothing a caller could observe.
+(due, seq), and the one network task runs them in that order. An entry is a plain function run in
+the network task: it reschedules a sleeping task directly (no event, no cancel scope per waiter),
+or hands a request that needs nobody's attention straight to its scope's actor, so a leg costs the
+scheduler one round of the network task and nothing more. A zero-length wait returns at once: a
+call still yields while the scope's actor serves it, which is where calls interleave.
+
+By default the network task sleeps in a cancel scope whose deadline is its earliest entry. With
+``jump_clock=True`` (what the simulator asks for: its world is the whole run and its clock a
+``MockClock(autojump_threshold=0)``) there is no network task at work: a Trio instrument moves
+virtual time from the run loop itself. Just before the loop would wait for I/O with no task able to
+run, it jumps the clock to the earliest entry (unless a Trio deadline comes first; the clock's own
+autojump serves that one) and runs the entries due there, so the tasks they wake run in that same
+pass of the loop. A timed leg then costs no scheduler batch of its own: a call with latency on
+both legs takes two batches (the actor's, the caller's), as a call without latency does. Entries
+run outside any task, which is why they must not block; one that raises takes the host down with
+its error (the parked network task re-raises it), never silently. This is only right while nothing
+else in the run waits for all tasks to be blocked (``trio.testing.wait_all_tasks_blocked``): the
+clock would move before that waiter wakes. Tests that sequence tasks so keep the default.
 """
 
 from __future__ import annotations
@@ -13,20 +28,41 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
+import outcome
 import trio
+import trio.testing
+
+#: One heap entry: ``[due, seq, action]``; the action becomes None once the entry is withdrawn.
+Timed = list[Any]
 
 
 class Network:
     """The deterministic timer of one scope host. Run :meth:`serve` in a nursery first."""
 
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, int, trio.Event]] = []
+    def __init__(self, *, jump_clock: bool = False) -> None:
+        self.jump_clock = jump_clock
+        self._heap: list[Timed] = []
         self._seq = itertools.count()
         #: The cancel scope the network task sleeps in, its deadline the earliest entry's due
         #: time. A waiter with an earlier one moves that deadline itself, so adding a wait never
         #: costs the network task a wake-up of its own.
         self._timer: trio.CancelScope | None = None
+
+    def at(self, due: float, action: Callable[[], None]) -> Timed:
+        """Run ``action`` once virtual time reaches ``due`` (seconds), in (due, seq) order.
+
+        ``action`` must not block: it runs between two other entries. Withdraw the entry with
+        :func:`withdraw` (a waiter that was cancelled)."""
+        entry: Timed = [due, next(self._seq), action]
+        heapq.heappush(self._heap, entry)
+        timer = self._timer
+        if timer is not None and due < timer.deadline:
+            timer.deadline = due
+        return entry
 
     async def sleep_ms(self, ms: float) -> None:
         """Sleep ``ms`` milliseconds of virtual time, woken in (due, seq) order."""
@@ -37,21 +73,124 @@ class Network:
         await self.sleep_until(trio.current_time() + ms / 1000.0)
 
     async def sleep_until(self, due: float) -> None:
-        event = trio.Event()
-        heapq.heappush(self._heap, (due, next(self._seq), event))
-        timer = self._timer
-        if timer is not None and due < timer.deadline:
-            timer.deadline = due
-        await event.wait()
+        task = trio.lowlevel.current_task()
+        entry = self.at(due, partial(trio.lowlevel.reschedule, task))
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            withdraw(entry)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
 
     async def serve(self) -> None:
-        """Deliver wake-ups forever (until cancelled with its nursery)."""
-        heap = self._heap
+        """Run the entries as they fall due, forever (until cancelled with its nursery)."""
+        if self.jump_clock:
+            check_jumpable_clock()
+            await self._jump_from_the_run_loop()
         while True:
-            now = trio.current_time()
-            while heap and heap[0][0] <= now:
-                heapq.heappop(heap)[2].set()
-            with trio.CancelScope(deadline=heap[0][0] if heap else math.inf) as timer:
-                self._timer = timer
-                await trio.sleep_forever()
-            self._timer = None
+            self._run_due()
+            await self._sleep_until_first_due()
+
+    async def _jump_from_the_run_loop(self) -> None:
+        clock = trio.lowlevel.current_clock()
+        assert isinstance(clock, trio.testing.MockClock)
+        jumper = _Jumper(self, clock, trio.lowlevel.current_task())
+        trio.lowlevel.add_instrument(jumper)
+        try:
+            # Parked for good: the instrument does the work, and wakes this task only to raise
+            # what an entry raised (an instrument's own exception would be swallowed by Trio).
+            await trio.lowlevel.wait_task_rescheduled(_abort_parked)
+        finally:
+            trio.lowlevel.remove_instrument(jumper)
+
+    def _run_due(self) -> None:
+        heap = self._heap
+        now = trio.current_time()
+        while heap and (heap[0][0] <= now or heap[0][2] is None):
+            action = heapq.heappop(heap)[2]
+            if action is not None:
+                action()
+
+    async def _sleep_until_first_due(self) -> None:
+        heap = self._heap
+        with trio.CancelScope(deadline=heap[0][0] if heap else math.inf) as timer:
+            self._timer = timer
+            await trio.sleep_forever()
+        self._timer = None
+
+
+def _abort_parked(_: Any) -> trio.lowlevel.Abort:
+    return trio.lowlevel.Abort.SUCCEEDED
+
+
+class _Jumper(trio.abc.Instrument):
+    """Moves the clock from Trio's run loop: when no task can run, to the network's earliest
+    entry (unless a Trio deadline comes first, which the clock's own autojump then serves), and
+    runs the entries due there. The tasks they wake run in the very same pass of the loop."""
+
+    def __init__(
+        self, network: Network, clock: trio.testing.MockClock, guard: trio.lowlevel.Task
+    ) -> None:
+        self._network = network
+        self._clock = clock
+        self._guard: trio.lowlevel.Task | None = guard
+        runner = trio._core._run.GLOBAL_RUN_CONTEXT.runner
+        self._runq = runner.runq
+        self._next_deadline = _trio_next_deadline()
+
+    def before_io_wait(self, timeout: float) -> None:
+        if self._runq or self._guard is None:
+            return
+        heap = self._network._heap
+        while heap and heap[0][2] is None:
+            heapq.heappop(heap)
+        if not heap:
+            return
+        due = heap[0][0]
+        now = self._clock.current_time()
+        try:
+            if due > now:
+                if self._next_deadline() < due:
+                    return
+                self._clock.jump(due - now)
+            self._network._run_due()
+        except BaseException as error:
+            guard, self._guard = self._guard, None
+            trio.lowlevel.reschedule(guard, outcome.Error(error))
+
+
+def _trio_next_deadline() -> Callable[[], float]:
+    """Trio's earliest deadline, read from its run's deadline heap.
+
+    ``trio.lowlevel.current_statistics()`` says the same, but gathers the I/O manager's figures on
+    every call, which cost the network a tenth of a simulated RPC; reading the heap is private
+    Trio, so it is looked up here once and, if it ever moved, the public figure is used instead
+    (same value, only slower). ``tests/scopehost/test_link.py`` fails loudly if it moved."""
+    runner = getattr(trio._core._run.GLOBAL_RUN_CONTEXT, "runner", None)
+    next_deadline = getattr(getattr(runner, "deadlines", None), "next_deadline", None)
+    if callable(next_deadline):
+        return next_deadline  # type: ignore[no-any-return]
+    return _public_next_deadline
+
+
+def _public_next_deadline() -> float:
+    return trio.current_time() + trio.lowlevel.current_statistics().seconds_to_next_deadline
+
+
+def check_jumpable_clock() -> None:
+    """Refuse ``jump_clock=True`` under a clock the network cannot move as the clock would."""
+    clock = trio.lowlevel.current_clock()
+    if not (
+        isinstance(clock, trio.testing.MockClock)
+        and clock.autojump_threshold == 0
+        and clock.rate == 0
+    ):
+        raise ValueError(
+            f"jump_clock=True moves a MockClock(autojump_threshold=0) at rate 0, but this "
+            f"run's clock is {clock!r}; run under such a clock or pass jump_clock=False"
+        )
+
+
+def withdraw(entry: Timed) -> None:
+    """Make a heap entry do nothing when it falls due."""
+    entry[2] = None

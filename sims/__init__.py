@@ -42,7 +42,7 @@ from ._faults import (
 )
 from ._mutants import MUTANTS
 from ._outcome import Facts, Simulation, replay_command
-from ._run import WorldOutcome, WorldSetup, run_world, seed_scheduler
+from ._run import WorldOutcome, WorldSetup, run_world
 from ._scenarios import (
     SCENARIOS,
     Expectation,
@@ -53,6 +53,7 @@ from ._scenarios import (
     load_file,
     scenario,
 )
+from ._scheduling import seed_scheduler
 from ._simulate import scenario_names, simulate
 from ._story import story_lines
 from ._sweep import SeedSummary, SweepReport, parse_seeds, sweep

@@ -24,6 +24,7 @@ from ._explore import explore_plans
 from ._faults import FAULT_KINDS, FaultPlan, plan_from_text
 from ._mutants import MUTANTS
 from ._outcome import Simulation
+from ._plan_check import unfired_line
 from ._scenarios import SCENARIOS, Scenario, display_path, find_scenario, load_file
 from ._simulate import simulate
 from ._story import story_lines
@@ -294,7 +295,19 @@ def _run(arguments: argparse.Namespace) -> int:
     if trace_path:
         trace.write(trace_path)
     if timeline_path:
-        write_timeline(trace, timeline_path, title=_title(simulation))
+        write_timeline(
+            trace,
+            timeline_path,
+            title=_title(simulation),
+            report=simulation.report,
+            # A replaced plan is not held to what the scenario documents.
+            mismatches=simulation.mismatches if plan is None else None,
+            replay=simulation.replay_command,
+            plan=simulation.outcome.setup.plan,
+            plan_replaced=plan is not None,
+            mutant=simulation.mutant,
+            summary=scenario.summary,
+        )
     _tell(simulation, scenario, story_limit=arguments.story_lines)
     if trace_path:
         print(
@@ -372,6 +385,9 @@ def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> No
     print("\nverdict:")
     for mismatch in simulation.mismatches:
         print(f"  NOT AS DOCUMENTED: {mismatch}")
+    unfired = simulation.outcome.unfired
+    if unfired and unfired_line(unfired) not in simulation.mismatches:
+        print(f"  {unfired_line(unfired)}")
     if simulation.plan is not None:
         print(
             "  the scenario's own plan was replaced by --plan, so what it documents was not "

@@ -29,6 +29,7 @@ from ._faults import (
     Evict,
     Fault,
     FaultPlan,
+    LateRequest,
     PauseDrive,
     StoreClockFault,
     UpstreamFailure,
@@ -84,8 +85,15 @@ def fault_plans(
             skew_ms=st.sampled_from((0.0, 100.0, -100.0)),
             drift=st.sampled_from((0.0, 0.01, -0.01)),
         ),
+        st.builds(LateRequest, drive=drive, operation=operation, nth=nth, ms=delays),
     )
-    return st.lists(fault, max_size=max_faults).map(lambda faults: FaultPlan(tuple(faults)))
+    return st.lists(fault, max_size=max_faults).map(_one_store_clock)
+
+
+def _one_store_clock(faults: list[Fault]) -> FaultPlan:
+    """The plan of ``faults`` with only the first store clock fault: the store has one clock."""
+    clocks = [i for i, fault in enumerate(faults) if isinstance(fault, StoreClockFault)]
+    return FaultPlan(tuple(fault for i, fault in enumerate(faults) if i not in clocks[1:]))
 
 
 @attrs.frozen(kw_only=True)
@@ -104,7 +112,7 @@ def world_shape(scenario: str | ScenarioRef, *, seed: int = 1) -> WorldShape:
     scopes: dict[str, None] = dict.fromkeys(simulation.outcome.setup.scopes)
     for event in simulation.outcome.trace.of("drive.tick", "drive.skip", "world.start"):
         drives.setdefault(str(event["drive"]), None)
-        scopes.setdefault(str(event["scope"]), None)
+    # Only the scopes the setup declares: those are what a plan is checked against.
     if not drives:
         raise ValueError(
             f"scenario {simulation.scenario} ticks no drive; a fault plan needs a drive to aim at"

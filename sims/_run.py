@@ -19,7 +19,6 @@ import trio.testing
 
 from driver import JobRun
 from scopehost import (
-    DIRECT_LINK,
     DatabaseFactory,
     ScopeDatabase,
     StoreClock,
@@ -29,17 +28,12 @@ from scopehost import (
 
 from ._ablation import ablated
 from ._checks import CheckReport, TraceChecker
-from ._faults import NO_FAULTS, FaultPlan, StoreClockFault, UpstreamFailure
+from ._faults import NO_FAULTS, Fault, FaultPlan, StoreClockFault, UpstreamFailure
+from ._plan_check import check_plan
+from ._scheduling import seed_scheduler
 from ._trace import TRACE_FORMAT, Trace
 from ._upstream import Upstream
 from ._world import World
-
-
-def seed_scheduler(seed: int) -> None:
-    """Make Trio's scheduler a function of ``seed`` (README, "The simulator"): deterministic
-    batches, shuffled by a random source seeded here, before each ``trio.run``."""
-    trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
-    trio._core._run._r.seed(seed)
 
 
 @attrs.frozen(kw_only=True)
@@ -47,6 +41,8 @@ class WorldSetup:
     """What a world is made of before its scenario drives it."""
 
     scopes: tuple[str, ...] = ("scope-1",)
+    #: The drives the world may add; a fault plan is checked against these names.
+    drives: tuple[str, ...] = ("cron", "alarm")
     lease_ms: int = 1_000
     objects: int = 10
     plan: FaultPlan = NO_FAULTS
@@ -68,6 +64,8 @@ class WorldOutcome:
     effects: dict[str, Counter[str]]
     fetched: Counter[int]
     report: CheckReport
+    #: The plan's faults that never struck, in plan order.
+    unfired: tuple[Fault, ...] = ()
 
 
 def run_world(
@@ -80,6 +78,7 @@ def run_world(
 ) -> WorldOutcome:
     """Build a world from ``seed`` and ``setup``, let ``drive`` run it, and collect the outcome,
     checked live against the spec's invariants (``settles``: every run must have ended)."""
+    check_plan(setup.plan, drives=setup.drives, scopes=setup.scopes)
     seed_scheduler(seed)
     clock = trio.testing.MockClock(autojump_threshold=0)
     # A mutant made of source ablations breaks the real code for this world only.
@@ -113,18 +112,17 @@ async def _main(
     )
     upstream = Upstream(setup.objects, _failing_calls(setup.plan))
 
-    def observe_rpc(event: str, fields: dict[str, Any]) -> None:
-        # The world's own reads (over the host's direct link) are not part of what is simulated;
-        # its writes (an erasure, an import, a start) are, and the oracle follows them.
-        if fields.get("link") != DIRECT_LINK or fields.get("op") not in _WORLD_READS:
-            trace.record(event, fields)
-
     async with open_scope_host(
         setup.directory,
         clock=_store_clock(setup.plan),
-        observer=observe_rpc,
+        observer=trace.record,
+        # The world's own reads (over the host's direct link) are not part of what is simulated;
+        # its writes (an erasure, an import) are, and the oracle follows them.
+        observe_direct=_WORLD_WRITES,
         rng=random.Random(f"{seed}/host"),
         database=setup.database,
+        # The world is the whole run and nothing in it waits for all tasks to block.
+        jump_clock=True,
     ) as host:
         async with trio.open_nursery() as nursery:
             world = World(
@@ -135,6 +133,7 @@ async def _main(
                 nursery=nursery,
                 lease_ms=setup.lease_ms,
                 upstream=upstream,
+                drive_names=setup.drives,
             )
             world.schedule_faults()
             await drive(world)
@@ -143,16 +142,32 @@ async def _main(
             await world.sync(scope)
         runs = {scope: await world.runs(scope) for scope in setup.scopes}
         effects = {scope: await world.effects(scope) for scope in setup.scopes}
+        unfired = _unfired(setup.plan, world.fired, upstream.refused)
+        if unfired:
+            trace.record("world.unfired", {"faults": [repr(fault) for fault in unfired]})
         trace.record(
             "world.end",
             {"runs": {scope: describe(rows) for scope, rows in runs.items()}},
         )
     report = checker.report(settles=settles)
-    return WorldOutcome(seed, setup, trace, runs, effects, upstream.fetched, report)
+    return WorldOutcome(seed, setup, trace, runs, effects, upstream.fetched, report, unfired)
 
 
-#: What a world reads over the host's direct link to look at itself, never simulated work.
-_WORLD_READS = frozenset({"list", "export_dump", "invoke", "due_keys"})
+def _unfired(
+    plan: FaultPlan, fired: set[Fault], refused: set[tuple[str, int]]
+) -> tuple[Fault, ...]:
+    def struck(fault: Fault) -> bool:
+        if isinstance(fault, UpstreamFailure):
+            calls = range(fault.first, fault.first + fault.count)
+            return any((fault.what, n) in refused for n in calls)
+        return fault in fired
+
+    return tuple(fault for fault in plan.faults if not struck(fault))
+
+
+#: What a world writes over the host's direct link: traced, since it changes the rows the oracle
+#: follows (its reads there are not part of what is simulated).
+_WORLD_WRITES = frozenset({"shred_subject", "import_dump", "start_or_join"})
 
 
 def _failing_calls(plan: FaultPlan) -> frozenset[tuple[str, int]]:

@@ -61,6 +61,9 @@ class Scenario:
     checks: tuple[TraceCheck, ...] = ()
     #: Every fault is bounded, so every run must end ``done`` or ``failed``.
     settles: bool = True
+    #: The scenario's own plan documents what happens, so each of its faults must fire (False
+    #: for a plan drawn from the seed, whose faults may legitimately miss the world).
+    faults_must_fire: bool = True
     #: The file that defines the scenario (absolute); None for a built-in scenario.
     source: str | None = None
 
@@ -82,6 +85,7 @@ def scenario(
     expect: Expectation | None = None,
     checks: Iterable[TraceCheck] = (),
     settles: bool = True,
+    faults_must_fire: bool = True,
 ) -> Callable[[Drive], Drive]:
     """Register the decorated world-driving function as scenario ``name``.
 
@@ -110,6 +114,7 @@ def scenario(
             expect=expect if expect is not None else _no_expectation,
             checks=checks,
             settles=settles,
+            faults_must_fire=faults_must_fire,
             source=source,
         )
         return drive

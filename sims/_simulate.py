@@ -15,6 +15,7 @@ from ._checks import CheckReport, Finding
 from ._faults import FaultPlan
 from ._mutants import MUTANTS
 from ._outcome import Simulation
+from ._plan_check import unfired_line
 from ._run import run_world
 from ._scenarios import SCENARIOS, Scenario, ScenarioRef, display_path, find_scenario
 
@@ -92,7 +93,10 @@ def simulate(
         plan=repr(plan) if plan is not None else None,
     )
     if plan is None:
-        simulation = attrs.evolve(simulation, mismatches=tuple(found.expect(simulation)))
+        mismatches = list(found.expect(simulation))
+        if found.faults_must_fire and outcome.unfired:
+            mismatches.append(unfired_line(outcome.unfired))
+        simulation = attrs.evolve(simulation, mismatches=tuple(mismatches))
     return simulation
 
 

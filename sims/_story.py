@@ -88,6 +88,9 @@ _TELLERS: dict[str, Teller] = {
     "rpc.late": lambda e: (
         f"the abandoned {_call(e)} reaches scope {e['scope']} late, and runs there"
     ),
+    "world.unfired": lambda e: (
+        f"{len(e['faults'])} fault(s) of the plan never fired: {'; '.join(e['faults'])}"
+    ),
     "fault.pause": lambda e: f"fault: stops for {e['ms']:g} ms ({e['where']} {e['nth']})",
     "fault.crash": lambda e: f"fault: killed; back in {e['down_ms']:g} ms",
     "fault.evict": lambda e: f"fault: scope {e['scope']} evicted",

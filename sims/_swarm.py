@@ -50,6 +50,8 @@ from ._world import WALK_MODULE, DriveSpec, World
 
 #: The scopes of the swarm: two driven by the cron and the alarm, one by the slow drive alone.
 SWARM_SCOPES = ("scope-1", "scope-2", "scope-3")
+#: The swarm's drives: the cron and the alarm, and the slow drive some seeds add.
+SWARM_DRIVES = ("cron", "alarm", "slow")
 #: The job of the chores, and the job no drive registers until the end.
 CHORE_JOB = "chore"
 ORPHAN_JOB = "orphan"
@@ -207,6 +209,10 @@ class SwarmWorld:
         self.failures: Counter[tuple[str, str]] = Counter()
         self.thrown: Counter[str] = Counter()
         self.reused: set[str] = set()
+        #: The run each pass holds, by scope, followed from the trace (see ``_follow``).
+        self.leases: dict[str, dict[str, str]] = {scope: {} for scope in SWARM_SCOPES}
+        self.scope_of: dict[str, str] = {}
+        world.trace.listeners.append(self._follow)
 
     # -- handlers -------------------------------------------------------------------------------
 
@@ -389,8 +395,28 @@ class SwarmWorld:
         world.nursery.start_soon(ticking, name=f"ticks:{drive}:{scope}")
 
     async def _leased(self, scope: str) -> bool:
-        rows = await self.world.host.stub(scope).list(JobRunFilter(status="running"))
-        return any(row.lease_owner is not None for row in rows)
+        return bool(self.leases[scope])
+
+    def _follow(self, event: dict[str, Any]) -> None:
+        """Which pass holds which run, as the drives report it: what lets an idle alarm tell a
+        quiet scope (nothing to take over soon) from one where a lease is running out. A pass
+        that reported no outcome (a crash, a lost reply) still counts as holding until the next
+        claim replaces it, so the doubt costs ticks, never a takeover."""
+        name = event["ev"]
+        if name == "world.start":
+            self.scope_of[event["run"]] = event["scope"]
+            return
+        scope = self.scope_of.get(event.get("run", ""))
+        if scope is None:
+            return
+        leases = self.leases[scope]
+        if name == "claim.won":
+            leases[event["run"]] = event["owner"]
+        elif (
+            name in ("pass.outcome", "admission.miss")
+            and leases.get(event["run"]) == event["owner"]
+        ):
+            del leases[event["run"]]
 
     async def _settle(self, scopes: tuple[str, ...], *, except_job: str | None) -> None:
         world = self.world

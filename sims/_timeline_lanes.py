@@ -4,7 +4,36 @@ from __future__ import annotations
 
 from ._timeline_model import Lease, Mark, Pass, StoreClockFit, runs_shown, short
 from ._timeline_scale import fmt_ms, fmt_store
-from ._timeline_svg import REFUSAL, Row, Shape, Sheet, fmt_num, merged_title
+from ._timeline_svg import (
+    REFUSAL,
+    RIGHT,
+    WIDTH,
+    Row,
+    Shape,
+    Sheet,
+    cross,
+    diamond,
+    element,
+    fmt_num,
+    merged_title,
+)
+
+#: Colours of the drive lanes' marks, shared with the legend.
+MARK_COLORS = {
+    "delay": "#e07b00",
+    "pause": "#8e44ad",
+    "late": "#1f77b4",
+    "late-request": "#0f8b8d",
+    "down": "#555555",
+}
+
+
+#: Roughly how wide a character of the 9–10 px labels is, to tell whether a label fits.
+CHAR_PX = 5.6
+
+
+def _need(label: str) -> float:
+    return CHAR_PX * len(label) + 6
 
 
 class Lanes(Sheet):
@@ -32,7 +61,7 @@ class Lanes(Sheet):
     def draw_pass(self, found: Pass, row: Row) -> None:
         svg, horizon = self.svg, self.model.end
         color = self.color(found.drive)
-        mid = row.y + row.height / 2
+        mid = row.y + row.height / 2 + 3
         end = found.end(horizon)
         title = pass_title(found, horizon)
         handler = found.handler_span(horizon)
@@ -41,6 +70,7 @@ class Lanes(Sheet):
         svg.add(
             "rect",
             title=title,
+            kind="claim",
             x=x0,
             y=mid - 1.5,
             width=max(x1 - x0, 1.0),
@@ -50,7 +80,17 @@ class Lanes(Sheet):
         )
         if found.began_at is not None:
             bx = self.x(found.began_at)
-            svg.add("line", x1=bx, y1=mid - 7, x2=bx, y2=mid + 7, stroke="#111111", stroke_width=2)
+            svg.add(
+                "line",
+                title=f"BEGIN of {short(found.owner)} acknowledged at {fmt_ms(found.began_at)} ms",
+                kind="begin",
+                x1=bx,
+                y1=mid - 9,
+                x2=bx,
+                y2=mid + 9,
+                stroke="#111111",
+                stroke_width=2,
+            )
         if handler is None:
             return
         hx0, hx1 = self.x(handler[0]), self.x(handler[1])
@@ -58,21 +98,38 @@ class Lanes(Sheet):
         svg.add(
             "rect",
             title=title,
+            kind="stale" if stale else "handler",
             x=hx0,
-            y=mid - 7,
+            y=mid - 9,
             width=max(hx1 - hx0, 2.0),
-            height=14,
+            height=18,
             fill=color,
-            fill_opacity=0.35,
+            fill_opacity=0.3,
             stroke=REFUSAL if stale else color,
             stroke_width=1.5 if stale else 1,
             stroke_dasharray="4 2" if stale else None,
             rx=2,
         )
         self.draw_steps(found, mid)
-        label = f"{short(found.run)} · {short(found.owner)}" + (" · stale" if stale else "")
-        if hx1 - hx0 > 7 * len(label):
-            svg.add("text", text=label, x=hx0 + 4, y=mid + 4, font_size=10, fill="#222222")
+        label = f"run {short(found.run)} · pass {short(found.owner)}" + (
+            " · STALE" if stale else ""
+        )
+        svg.pin(
+            hx0,
+            element("text", text=label, x=hx0 + 1, y=mid - 11, font_size=9, fill="#333333"),
+            fit=(self.room_after(found, hx0), _need(label)),
+        )
+
+    def room_after(self, found: Pass, x: float) -> float:
+        """Room for a label from ``x`` to the next pass in the same row (or the plot's end)."""
+        later = [
+            self.x(other.claimed_at)
+            for other in self.model.passes
+            if other.drive == found.drive
+            and other.row == found.row
+            and other.claimed_at > found.claimed_at
+        ]
+        return min([*later, WIDTH - RIGHT]) - x
 
     def draw_steps(self, found: Pass, mid: float) -> None:
         horizon = found.end(self.model.end)
@@ -88,24 +145,35 @@ class Lanes(Sheet):
             )
             for step in found.steps
         ]
+        names = {(step.start, "error" if step.error else "ok"): step for step in found.steps}
         for shape in self.merge(shapes, 1.0):
             x0, x1 = self.x(shape.t0), self.x(shape.t1)
-            fill = REFUSAL if shape.key == "error" else self.color(found.drive)
+            error = shape.key == "error"
             self.svg.add(
                 "rect",
                 title=merged_title(shape),
+                kind="step-error" if error else "step",
                 x=x0,
-                y=mid - 4,
+                y=mid - 6,
                 width=max(x1 - x0, 1.5),
-                height=8,
-                fill=fill,
+                height=12,
+                fill=REFUSAL if error else self.color(found.drive),
                 stroke="#ffffff",
                 stroke_width=0.5,
             )
+            step = names.get((shape.t0, shape.key))
+            if shape.count == 1 and step is not None:
+                label = step.name if step.attempt == 1 else f"{step.name} #{step.attempt}"
+                self.svg.pin(
+                    x0,
+                    element("text", text=label, x=x0 + 2, y=mid + 3.5, font_size=9, fill="#fff"),
+                    fit=(x1 - x0, _need(label)),
+                )
         memos = [Shape(t, t, "memo", f"memo hit: step {name}") for t, name in found.memos]
         for shape in self.merge(memos, 2.0):
-            self.svg.diamond(
-                self.x(shape.t0), mid, 4, "#ffffff", merged_title(shape), stroke="#111111"
+            x = self.x(shape.t0)
+            self.svg.pin(
+                x, diamond(x, mid, 4, "#ffffff", merged_title(shape), stroke="#111111"), kind="memo"
             )
 
     def draw_marks(self, marks: list[tuple[Row, Mark]]) -> None:
@@ -128,12 +196,14 @@ class Lanes(Sheet):
         assert mark.since is not None
         x0, x1 = self.x(mark.since), self.x(mark.t)
         y = row.y + row.height / 2 + (3 if mark.kind == "late" else -3)
-        color = {"delay": "#e07b00", "pause": "#8e44ad", "late": "#1f77b4", "down": "#555555"}
-        stroke = color.get(mark.kind, "#555555")
+        if row.kind == "pass":
+            y += 3
+        stroke = MARK_COLORS.get(mark.kind, "#555555")
         if mark.kind == "down":
             self.svg.add(
                 "rect",
                 title=mark.title,
+                kind="down",
                 x=x0,
                 y=row.y + 2,
                 width=max(x1 - x0, 1.0),
@@ -142,10 +212,11 @@ class Lanes(Sheet):
                 opacity=0.18,
             )
             return
-        dash = "3 2" if mark.kind == "late" else None
+        dash = {"late": "3 2", "late-request": "1 2"}.get(mark.kind)
         self.svg.add(
             "line",
             title=mark.title,
+            kind=mark.kind,
             x1=x0,
             y1=y,
             x2=max(x1, x0 + 1),
@@ -154,31 +225,33 @@ class Lanes(Sheet):
             stroke_width=2,
             stroke_dasharray=dash,
         )
-        if mark.kind in ("delay", "pause"):
-            self.svg.add("circle", title=mark.title, cx=x0, cy=y, r=3, fill=stroke)
+        if mark.kind in ("delay", "pause", "late-request"):
+            self.svg.pin(x0, element("circle", title=mark.title, cx=x0, cy=y, r=3, fill=stroke))
 
     def point_mark(self, row: Row, shape: Shape) -> None:
         x, y = self.x(shape.t0), row.y + row.height / 2
+        if row.kind == "pass":
+            y += 3
         if shape.key == "late":
             y += 3
         title = merged_title(shape)
+        glyph = None
         if shape.key == "refusal":
-            self.svg.cross(x, y, 4.5, REFUSAL, title)
+            glyph = cross(x, y, 4.5, REFUSAL, title)
         elif shape.key == "crash":
-            self.svg.cross(x, y, 6, "#111111", title, width=3)
+            glyph = cross(x, y, 6, "#111111", title, width=3)
         elif shape.key == "drop":
-            self.svg.cross(x, y, 4, "#e07b00", title)
+            glyph = cross(x, y, 4, "#e07b00", title)
         elif shape.key == "late":
-            self.svg.add(
-                "path",
-                title=title,
-                d=f"M{fmt_num(x)},{fmt_num(y)} l-7,-4 l0,8 z",
-                fill="#1f77b4",
-            )
+            d = f"M{fmt_num(x)},{fmt_num(y)} l-7,-4 l0,8 z"
+            glyph = element("path", title=title, d=d, fill=MARK_COLORS["late"])
         elif shape.key == "tick":
-            self.svg.add("line", title=title, x1=x, y1=row.y + 2, x2=x, y2=row.y + 7, stroke="#999")
+            y0, y1 = row.y + 2, row.y + 7
+            glyph = element("line", title=title, x1=x, y1=y0, x2=x, y2=y1, stroke="#999999")
         elif shape.key == "skip":
-            self.svg.add("circle", title=title, cx=x, cy=y, r=3, fill="none", stroke="#555555")
+            glyph = element("circle", title=title, cx=x, cy=y, r=3, fill="none", stroke="#555555")
+        if glyph is not None:
+            self.svg.pin(x, glyph, kind=shape.key)
 
     # -- scopes -----------------------------------------------------------------------------------
 
@@ -208,11 +281,13 @@ class Lanes(Sheet):
         color = self.color(lease.drive)
         mid = row.y + row.height / 2
         title = lease_title(lease, self.model.clock)
-        for start, end, held in lease.segments(self.model.end):
+        segments = lease.segments(self.model.end)
+        for start, end, held in segments:
             x0, x1 = self.x(start), self.x(end)
             svg.add(
                 "rect",
                 title=title + ("" if held else " — EXPIRED here, not released"),
+                kind="lease" if held else "lease-expired",
                 x=x0,
                 y=mid - 6,
                 width=max(x1 - x0, 1.0),
@@ -225,17 +300,22 @@ class Lanes(Sheet):
             )
         if lease.takeover:
             x = self.x(lease.claimed_at)
-            svg.add(
-                "path",
-                title=f"takeover of a BEGUN lease by {short(lease.owner)} ({lease.drive})",
-                d=f"M{fmt_num(x)},{fmt_num(mid - 9)} l4,-5 l-8,0 z",
-                fill=REFUSAL,
+            svg.pin(
+                x,
+                element(
+                    "path",
+                    title=f"takeover of a BEGUN lease by {short(lease.owner)} ({lease.drive})",
+                    d=f"M{fmt_num(x)},{fmt_num(mid - 7)} l4,-5 l-8,0 z",
+                    fill=REFUSAL,
+                ),
+                kind="takeover",
             )
         if lease.began_at is not None:
             x = self.x(lease.began_at)
             svg.add(
                 "line",
                 title=f"BEGIN written for {short(lease.owner)} at {fmt_ms(lease.began_at)} ms",
+                kind="begin",
                 x1=x,
                 y1=mid - 9,
                 x2=x,
@@ -245,27 +325,41 @@ class Lanes(Sheet):
             )
         if lease.ended_at is not None and lease.end_reason != "taken over":
             x = self.x(lease.ended_at)
-            svg.add("line", x1=x, y1=mid - 6, x2=x, y2=mid + 6, stroke="#111111", stroke_width=1)
-        segments = lease.segments(self.model.end)
+            svg.add(
+                "line",
+                title=f"lease {lease.end_reason} at {fmt_ms(lease.ended_at)} ms",
+                kind="release",
+                x1=x,
+                y1=mid - 8,
+                x2=x,
+                y2=mid + 8,
+                stroke="#111111",
+                stroke_width=1,
+            )
         if segments:
-            x0, x1 = self.x(segments[0][0]), self.x(segments[0][1])
+            x0, x1 = self.x(segments[0][0]), self.x(segments[-1][1])
             label = f"{lease.drive} {short(lease.owner)}"
-            if x1 - x0 > 6.5 * len(label) + 8:
-                svg.add("text", text=label, x=x0 + 4, y=mid + 4, font_size=10, fill="#ffffff")
+            svg.pin(
+                x0,
+                element("text", text=label, x=x0 + 4, y=mid + 3.5, font_size=9, fill="#ffffff"),
+                fit=(x1 - x0, _need(label) + 4),
+            )
 
     def draw_effect(self, row: Row, shape: Shape) -> None:
         y = row.y + row.height / 2
         duplicate = shape.key == "duplicate"
-        self.svg.add(
+        x = self.x(shape.t0)
+        circle = element(
             "circle",
             title=merged_title(shape),
-            cx=self.x(shape.t0),
+            cx=x,
             cy=y,
             r=4.5 if duplicate else 2.5,
             fill=REFUSAL if duplicate else "#111111",
             stroke="#ffffff",
             stroke_width=0.8,
         )
+        self.svg.pin(x, circle, kind=shape.key)
 
     def scope_marks(self) -> None:
         lanes = {name: (y, h) for kind, name, y, h in self.layout.lanes if kind == "scope"}
@@ -273,7 +367,15 @@ class Lanes(Sheet):
             if kind == "scope":
                 for index, run in enumerate(runs_shown(self.model, name)):
                     row = self.layout.rows[("scope", name, index)]
-                    self.svg.add("text", text=short(run), x=24, y=row.y + 14, fill="#555555")
+                    self.svg.add(
+                        "text",
+                        title=f"run {run}",
+                        text=f"run {short(run)}",
+                        layer="over",
+                        x=18,
+                        y=row.y + 15,
+                        fill="#555555",
+                    )
         for mark in self.model.marks:
             if mark.lane not in lanes:
                 continue
@@ -283,6 +385,7 @@ class Lanes(Sheet):
                 self.svg.add(
                     "line",
                     title=mark.title,
+                    kind="evict",
                     x1=x,
                     y1=y - 2,
                     x2=x,
@@ -291,14 +394,28 @@ class Lanes(Sheet):
                     stroke_width=2,
                     stroke_dasharray="5 3",
                 )
-                self.svg.add("text", text="evicted", x=x + 3, y=y + 9, font_size=9)
+                near_end = x > WIDTH - RIGHT - 50
+                label = element(
+                    "text",
+                    text="evicted",
+                    x=x - 3 if near_end else x + 3,
+                    y=y + 10,
+                    font_size=9,
+                    text_anchor="end" if near_end else None,
+                )
+                self.svg.pin(x, label)
+            elif mark.kind == "late-arrival":
+                d = f"M{fmt_num(x)},{fmt_num(y + 12)} l-4,-7 l8,0 z"
+                arrow = element("path", title=mark.title, d=d, fill=MARK_COLORS["late-request"])
+                self.svg.pin(x, arrow, kind="late-arrival")
             elif mark.kind == "start":
                 started = self.run_rows.get((mark.owner or "", mark.lane))
                 if started is not None:
                     cy = started.y + started.height / 2
-                    self.svg.add(
+                    circle = element(
                         "circle", title=mark.title, cx=x, cy=cy, r=3, fill="none", stroke="#111"
                     )
+                    self.svg.pin(x, circle, kind="start")
 
 
 # -- hover titles ---------------------------------------------------------------------------------

@@ -184,6 +184,7 @@ class Timeline:
     clock: StoreClockFit | None = None
     notes: list[str] = attrs.field(factory=list)
     busy: set[float] = attrs.field(factory=set)  # when something other than polling happened
+    flagged: set[str] = attrs.field(factory=set)  # runs a check found something about
 
     def instants(self) -> list[float]:
         """Every instant the axis must keep uncut."""
@@ -235,8 +236,11 @@ def visible_lanes(model: Timeline) -> tuple[list[str], list[str]]:
 
 
 def runs_shown(model: Timeline, scope: str) -> list[str]:
-    """Runs with a double run first, then in order of first appearance, capped."""
+    """Runs with a double run first, then runs a check flagged, then the rest in order of first
+    appearance, capped."""
     runs = model.runs.get(scope, [])
     doubled = {o.run for o in model.overlaps}
-    ordered = [r for r in runs if r in doubled] + [r for r in runs if r not in doubled]
+    ordered = sorted(
+        runs, key=lambda r: 0 if r in doubled else 1 if r in model.flagged else 2
+    )  # sorted is stable: first appearance within each group
     return ordered[:MAX_RUN_ROWS]

@@ -1,23 +1,60 @@
-"""The timeline as a self-contained HTML page: frame, axes, lanes, double runs, legend, notes."""
+"""The timeline as a self-contained HTML page: the verdict and the findings on top, then the
+picture (frame, axes, lanes, double runs, the findings marked where they happened, legend, notes),
+zoomable and pannable by an inline script. Nothing is fetched from anywhere."""
 
 from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._timeline_lanes import Lanes
-from ._timeline_model import MAX_LANES, MAX_OVERLAP_LABELS, short
+from ._checks import CheckReport, Finding
+from ._faults import FaultPlan
+from ._timeline_head import PageFacts, facts_of, head_html
+from ._timeline_lanes import MARK_COLORS, Lanes
+from ._timeline_model import MAX_LANES, MAX_OVERLAP_LABELS, Timeline, short
 from ._timeline_reader import build_timeline
 from ._timeline_scale import fmt_ms, fmt_store, ticks
-from ._timeline_svg import REFUSAL, RIGHT, WIDTH, fmt_num
+from ._timeline_script import SCRIPT, STYLE, page_data
+from ._timeline_svg import LEFT, REFUSAL, RIGHT, WIDTH, cross, diamond, element, fmt_num
 from ._trace import Trace
+
+EXPLAINED = "#c98a00"
+#: Rows of finding badges above the lanes; badges closer than one badge stack into the next row.
+_BADGE_ROWS = (12.0, 29.0, 46.0)
+_BADGE_R = 7.5
+#: At most zoom, one virtual millisecond is at least this many pixels wide.
+_MAX_ZOOM_PX_PER_MS = 40.0
 
 
 class _Page(Lanes):
-    """Draws a :class:`Timeline` as SVG."""
+    """Draws a :class:`Timeline` and the findings of its checks as SVG."""
+
+    def __init__(self, model: Timeline, findings: Sequence[Finding]) -> None:
+        self.findings = list(findings)
+        for finding in self.findings:
+            # A finding's instant is kept on the axis (never inside a cut) and its run drawn.
+            model.busy.add(finding.t)
+            model.end = max(model.end, finding.t)
+            if finding.run is not None:
+                model.flagged.add(finding.run)
+        self.badge_rows: list[int] = []
+        super().__init__(model)
+
+    def plot_top(self) -> float:
+        """Room above the lanes for the rows of badges in use, the double-run labels and the
+        axis; badges closer than one badge stack into the next row."""
+        ends = [-math.inf] * len(_BADGE_ROWS)
+        for finding in self.findings:
+            x = self.x(finding.t)
+            free = [i for i, end in enumerate(ends) if x - end >= 2 * _BADGE_R + 1]
+            row = free[0] if free else len(_BADGE_ROWS) - 1
+            ends[row] = x
+            self.badge_rows.append(row)
+        rows = max(self.badge_rows) + 1 if self.badge_rows else 0
+        return 44.0 + 17.0 * rows + (16.0 if self.model.overlaps else 0.0)
 
     # -- the frame --------------------------------------------------------------------------------
 
@@ -27,14 +64,16 @@ class _Page(Lanes):
         self.drive_lanes()
         self.scope_lanes()
         self.overlaps(bottom)
+        self.mark_findings(bottom)
         self.world_notes()
-        legend_y = self.store_axis(bottom) + 18
+        legend_y = self.store_axis(bottom) + 22
         end = self.legend(legend_y)
-        end = self.notes(end + 10)
+        end = self.notes(end + 6)
         height = end + 12
         head = (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{fmt_num(height)}" '
-            f'viewBox="0 0 {WIDTH} {fmt_num(height)}" font-family="sans-serif" font-size="11">'
+            f'<svg xmlns="http://www.w3.org/2000/svg" id="timeline" width="{WIDTH}" '
+            f'height="{fmt_num(height)}" viewBox="0 0 {WIDTH} {fmt_num(height)}" '
+            'font-family="sans-serif" font-size="11">'
         )
         defs = (
             "<defs>"
@@ -44,72 +83,71 @@ class _Page(Lanes):
             '<pattern id="cut" width="4" height="4" patternUnits="userSpaceOnUse" '
             'patternTransform="rotate(-45)"><rect width="4" height="4" fill="#f3f3f3"/>'
             '<line x1="0" y1="0" x2="0" y2="4" stroke="#d8d8d8" stroke-width="1.5"/></pattern>'
+            f'<clipPath id="plot-clip"><rect x="{LEFT - 8}" y="0" '
+            f'width="{WIDTH - RIGHT - LEFT + 16}" height="{fmt_num(bottom + 4)}"/></clipPath>'
             "</defs>"
         )
-        return head + defs + "".join(self.svg.parts) + "</svg>"
+        return head + defs + self.svg.text() + "</svg>"
 
     def frame(self, bottom: float) -> None:
-        svg, model = self.svg, self.model
-        svg.add("rect", x=0, y=0, width=WIDTH, height="100%", fill="#ffffff")
-        svg.add("text", text=self.title, x=12, y=24, font_size=18, font_weight="bold")
-        summary = (
-            f"{model.events} events · {fmt_ms(model.end - model.start)} ms of virtual time · "
-            f"{len(model.drives)} drives · {len(model.scopes)} scopes · "
-            f"{sum(len(r) for r in model.runs.values())} runs · "
-            f"{len(model.overlaps)} double runs"
-        )
-        svg.add("text", text=summary, x=12, y=44, fill="#444444")
-        if model.clock is not None:
-            clock = (
-                f"store clock: {fmt_store(model.clock.to_store(0.0))} at t=0, "
-                f"rate {model.clock.rate:.4f}; leases are placed by it"
-            )
-            svg.add("text", text=clock, x=12, y=60, fill="#666666")
+        svg = self.svg
+        svg.add("rect", layer="under", x=0, y=0, width=WIDTH, height="100%", fill="#ffffff")
         for kind, name, y, h in self.layout.lanes:
             fill = "#f7f9fc" if kind == "drive" else "#f8f6f0"
-            svg.add("rect", x=4, y=y - 2, width=WIDTH - 8, height=h + 4, fill=fill)
+            svg.add("rect", layer="under", x=4, y=y - 2, width=WIDTH - 8, height=h + 4, fill=fill)
             label = name if name.startswith(kind) else f"{kind} {name}"
-            svg.add("text", text=label, x=10, y=y + 12, font_weight="bold")
+            svg.add("text", text=label, layer="over", x=10, y=y + 12, font_weight="bold")
         self.idle_cuts(bottom)
         self.time_axis(bottom)
 
     def idle_cuts(self, bottom: float) -> None:
         svg = self.svg
-        last = -math.inf
         for piece in self.scale.cuts:
+            length = _short_ms(piece.t1 - piece.t0)
+            title = (
+                f"{length} of idle time cut from the axis: {fmt_ms(piece.t0)}–"
+                f"{fmt_ms(piece.t1)} ms, where nothing but polling happened"
+            )
             svg.add(
                 "rect",
-                title=f"idle {fmt_ms(piece.t1 - piece.t0)} ms cut: {fmt_ms(piece.t0)}–"
-                f"{fmt_ms(piece.t1)} ms",
+                title=title,
+                kind="cut",
                 x=piece.x0,
                 y=self.top,
                 width=piece.x1 - piece.x0,
                 height=bottom - self.top,
                 fill="url(#cut)",
             )
-            if piece.x0 - last < 44:
-                continue
-            last = piece.x0
-            svg.add(
+            # Every cut says how long it is, written down its band so that it always fits.
+            cx, y = (piece.x0 + piece.x1) / 2, self.top + 4
+            label = element(
                 "text",
-                text=f"≈{_short_ms(piece.t1 - piece.t0)}",
-                x=(piece.x0 + piece.x1) / 2,
-                y=self.top - 2,
+                text=f"{length} cut",
+                x=cx - 3,
+                y=y,
+                transform=f"rotate(90 {fmt_num(cx - 3)} {fmt_num(y)})",
                 font_size=9,
-                fill="#888888",
-                text_anchor="middle",
+                fill="#666666",
+                class_="cut-label",
             )
+            svg.pin(cx, label)
 
     def time_axis(self, bottom: float) -> None:
         svg = self.svg
-        svg.add("text", text="virtual ms", x=10, y=self.top - 14, fill="#666666")
+        svg.add("text", text="virtual ms", layer="over", x=10, y=self.top - 14, fill="#666666")
         last = -math.inf
         for t, first in ticks(self.scale, spacing=90):
             x = self.x(t)
-            svg.add("line", x1=x, y1=self.top - 6, x2=x, y2=bottom, stroke="#e4e4e4")
+            svg.add("line", layer="axis", x1=x, y1=self.top - 6, x2=x, y2=bottom, stroke="#e4e4e4")
             if x - last >= 56 or (first and x - last >= 30):
                 svg.add(
-                    "text", text=fmt_ms(t), x=x, y=self.top - 14, text_anchor="middle", font_size=10
+                    "text",
+                    layer="axis",
+                    text=fmt_ms(t),
+                    x=x,
+                    y=self.top - 14,
+                    text_anchor="middle",
+                    font_size=10,
                 )
                 last = x
 
@@ -118,22 +156,32 @@ class _Page(Lanes):
         if clock is None:
             return bottom
         svg = self.svg
-        svg.add("text", text="store clock", x=10, y=bottom + 16, fill="#666666")
-        last = -math.inf
+        svg.add("text", text="store clock", layer="over", x=10, y=bottom + 16, fill="#666666")
+        last_right = -math.inf
         for t, _ in ticks(self.scale, spacing=90):
             x = self.x(t)
-            if x - last >= 80:
-                label = fmt_store(clock.to_store(t))
-                anchor = "end" if x > WIDTH - RIGHT - 40 else "middle"
-                svg.add("text", text=label, x=x, y=bottom + 16, text_anchor=anchor, font_size=10)
-                svg.add("line", x1=x, y1=bottom, x2=x, y2=bottom + 5, stroke="#999999")
-                last = x
+            # A label is about 70 px wide; the last one is right-aligned to stay on the page.
+            end = x > WIDTH - RIGHT - 40
+            left, right = (x - 70, x) if end else (x - 35, x + 35)
+            if left >= last_right + 8:
+                svg.add(
+                    "text",
+                    layer="axis",
+                    text=fmt_store(clock.to_store(t)),
+                    x=x,
+                    y=bottom + 16,
+                    text_anchor="end" if end else "middle",
+                    font_size=10,
+                )
+                svg.add(
+                    "line", layer="axis", x1=x, y1=bottom, x2=x, y2=bottom + 5, stroke="#999999"
+                )
+                last_right = right
         return bottom + 20
 
     # -- what spans lanes -------------------------------------------------------------------------
 
     def overlaps(self, bottom: float) -> None:
-        labelled: list[float] = []
         for index, overlap in enumerate(self.model.overlaps):
             x0, x1 = self.x(overlap.start), self.x(overlap.end)
             if x1 - x0 < 3:
@@ -147,10 +195,11 @@ class _Page(Lanes):
             self.svg.add(
                 "rect",
                 title=title,
+                kind="double-run",
                 x=x0,
-                y=self.top,
+                y=self.top - 26,
                 width=x1 - x0,
-                height=bottom - self.top,
+                height=bottom - self.top + 26,
                 fill=REFUSAL,
                 fill_opacity=0.14,
                 stroke=REFUSAL,
@@ -158,105 +207,112 @@ class _Page(Lanes):
                 class_="double-run",
                 data_run=overlap.run,
             )
-            if index < MAX_OVERLAP_LABELS and all(abs(x0 - seen) > 120 for seen in labelled):
-                labelled.append(x0)
-                self.svg.add(
+            if index < MAX_OVERLAP_LABELS:
+                text = element(
                     "text",
                     text=label,
-                    x=x0,
-                    y=self.top - 30,
+                    x=x0 - 3,
+                    y=self.top - 28,
                     fill=REFUSAL,
                     font_weight="bold",
-                    text_anchor="end" if x0 > WIDTH - 160 else "middle",
+                    text_anchor="end",
                 )
+                self.svg.pin(x0, text, fit=(x0 - LEFT, 7.0 * len(label)))
+
+    def mark_findings(self, bottom: float) -> None:
+        """Each finding: a numbered badge above the lanes (a link to its words), a line down
+        through every lane at its instant, and a ring on its run's row."""
+        scope_of = {run: scope for scope, runs in self.model.runs.items() for run in runs}
+        for number, (finding, row) in enumerate(
+            zip(self.findings, self.badge_rows, strict=True), 1
+        ):
+            x = self.x(finding.t)
+            kind = "violation" if finding.verdict == "violation" else "explained"
+            color = REFUSAL if kind == "violation" else EXPLAINED
+            title = f"{number}. {finding.line()}"
+            self.svg.add(
+                "line",
+                title=title,
+                kind=kind,
+                x1=x,
+                y1=_BADGE_ROWS[0],
+                x2=x,
+                y2=bottom,
+                stroke=color,
+                stroke_width=1.5,
+                stroke_dasharray="5 3",
+                data_finding=number,
+            )
+            y = _BADGE_ROWS[row]
+            badge = (
+                f'<a href="#finding-{number}" data-finding="{number}" class="finding-badge">'
+                + element("circle", title=title, cx=x, cy=y, r=_BADGE_R, fill=color)
+                + element(
+                    "text",
+                    text=str(number),
+                    x=x,
+                    y=y + 3.5,
+                    font_size=10 if number < 100 else 8,
+                    font_weight="bold",
+                    fill="#ffffff",
+                    text_anchor="middle",
+                )
+                + "</a>"
+            )
+            self.svg.pin(x, badge, kind=kind)
+            run_row = self.run_rows.get((finding.run or "", scope_of.get(finding.run or "", "")))
+            if run_row is not None:
+                cy = run_row.y + run_row.height / 2
+                ring = element(
+                    "circle",
+                    title=title,
+                    cx=x,
+                    cy=cy,
+                    r=8,
+                    fill="none",
+                    stroke=color,
+                    stroke_width=2.5,
+                    data_finding=number,
+                    class_="finding-ring",
+                )
+                self.svg.pin(x, ring, kind=kind)
 
     def world_notes(self) -> None:
         for mark in self.model.marks:
             if mark.kind == "note":
                 x = self.x(mark.t)
-                self.svg.diamond(x, self.top - 4, 4, "#555555", f"note: {mark.title}")
+                glyph = diamond(x, self.top - 4, 4, "#555555", f"note: {mark.title}")
+                self.svg.pin(x, glyph, kind="note")
 
     # -- legend and notes -------------------------------------------------------------------------
 
     def legend(self, y: float) -> float:
         svg = self.svg
-        x = 12.0
-        svg.add("text", text="legend", x=x, y=y + 4, font_weight="bold")
-        x += 56
+        svg.add("text", text="legend", layer="over", x=12, y=y + 4, font_weight="bold")
+        x = 68.0
         for drive in self.model.drives[:MAX_LANES]:
-            svg.add("rect", x=x, y=y - 5, width=14, height=10, fill=self.color(drive))
-            svg.add("text", text=drive, x=x + 18, y=y + 4)
-            x += 26 + 6.5 * len(drive)
-        y += 20
-        x = 12.0
-        for draw, text in self.legend_items():
-            draw(x + 8, y)
-            svg.add("text", text=text, x=x + 20, y=y + 4)
-            x += 40 + 6.2 * len(text)
-            if x > WIDTH - 200:
-                x, y = 12.0, y + 18
-        return y + 8
-
-    def legend_items(self) -> list[tuple[Callable[[float, float], None], str]]:
-        svg = self.svg
-
-        def bar(fill: str, *, tall: float = 12, **more: Any) -> Callable[[float, float], None]:
-            return lambda x, y: svg.add(
-                "rect", x=x - 8, y=y - tall / 2, width=16, height=tall, fill=fill, **more
-            )
-
-        return [
-            (bar("#3b6fd1", fill_opacity=0.8), "lease held (store's clock)"),
-            (bar("url(#hatch)", stroke="#3b6fd1"), "lease expired, not released"),
-            (
-                lambda x, y: svg.add(
-                    "line", x1=x, y1=y - 8, x2=x, y2=y + 8, stroke="#111", stroke_width=2.5
-                ),
-                "BEGIN",
-            ),
-            (bar("#3b6fd1", fill_opacity=0.35, stroke="#3b6fd1"), "handler (pass)"),
-            (bar("#3b6fd1", tall=8), "step"),
-            (bar("none", stroke=REFUSAL, stroke_dasharray="4 2"), "stale pass"),
-            (lambda x, y: self.svg.diamond(x, y, 4, "#ffffff", "", stroke="#111"), "memo hit"),
-            (lambda x, y: self.svg.cross(x, y, 4.5, REFUSAL, ""), "refused / lost"),
-            (lambda x, y: self.svg.cross(x, y, 6, "#111111", "", width=3), "crash"),
-            (
-                lambda x, y: svg.add(
-                    "line", x1=x - 8, y1=y, x2=x + 8, y2=y, stroke="#e07b00", stroke_width=2
-                ),
-                "delay",
-            ),
-            (
-                lambda x, y: svg.add(
-                    "line", x1=x - 8, y1=y, x2=x + 8, y2=y, stroke="#8e44ad", stroke_width=2
-                ),
-                "pause",
-            ),
-            (
-                lambda x, y: svg.add(
-                    "line",
-                    x1=x - 8,
-                    y1=y,
-                    x2=x + 8,
-                    y2=y,
-                    stroke="#1f77b4",
-                    stroke_width=2,
-                    stroke_dasharray="3 2",
-                ),
-                "late reply",
-            ),
-            (lambda x, y: self.svg.cross(x, y, 4, "#e07b00", ""), "dropped leg"),
-            (lambda x, y: svg.add("circle", cx=x, cy=y, r=2.5, fill="#111"), "effect"),
-            (lambda x, y: svg.add("circle", cx=x, cy=y, r=4.5, fill=REFUSAL), "duplicate effect"),
-            (bar(REFUSAL, fill_opacity=0.14, stroke=REFUSAL), "double run"),
-            (bar("url(#cut)"), "idle gap cut"),
-        ]
+            svg.add("rect", layer="over", x=x, y=y - 5, width=14, height=10, fill=self.color(drive))
+            svg.add("text", text=f"drive {drive}", layer="over", x=x + 18, y=y + 4)
+            x += 60 + 6.5 * len(drive)
+        y += 22
+        column = (WIDTH - 24) / 3
+        items = legend_items()
+        per_column = math.ceil(len(items) / 3)
+        for index, (kind, draw, text) in enumerate(items):
+            cx = 12 + column * (index // per_column) + 10
+            cy = y + 18 * (index % per_column)
+            glyph = draw(cx, cy)
+            words = element("text", text=text, x=cx + 16, y=cy + 4)
+            faded = "" if kind in svg.kinds else ' opacity="0.45"'
+            svg.layers["over"].append(f'<g data-legend="{kind}"{faded}>{glyph}{words}</g>')
+        return y + 18 * per_column
 
     def notes(self, y: float) -> float:
-        notes = list(self.model.notes)
+        notes = ["legend entries drawn faded do not occur in this trace", *self.model.notes]
         if self.scale.cuts:
             notes.append(
-                f"{len(self.scale.cuts)} idle gaps cut from the time axis (hatched grey bands)"
+                f"{len(self.scale.cuts)} idle gaps cut from the time axis (hatched grey bands, "
+                "each labelled with its length); elsewhere the axis is linear"
             )
         if self.merged:
             notes.append(
@@ -265,36 +321,229 @@ class _Page(Lanes):
             )
         for note in notes:
             y += 15
-            self.svg.add("text", text=note, x=12, y=y, fill="#8a4b00")
+            self.svg.add("text", text=note, layer="over", x=12, y=y, fill="#8a4b00")
         return y
+
+    def data(self) -> str:
+        pieces = [
+            [piece.t0, piece.t1, piece.x0, piece.x1, int(piece.cut)] for piece in self.scale.pieces
+        ]
+        kept_ms = sum(p.t1 - p.t0 for p in self.scale.pieces if not p.cut)
+        kept_px = sum(p.x1 - p.x0 for p in self.scale.pieces if not p.cut)
+        px_per_ms = kept_px / kept_ms if kept_ms > 0 else _MAX_ZOOM_PX_PER_MS
+        clock = self.model.clock
+        return page_data(
+            left=LEFT,
+            right=WIDTH - RIGHT,
+            top=self.top,
+            bottom=self.layout.height,
+            pieces=pieces,
+            clock=None if clock is None else [clock.origin_ms, clock.rate],
+            maxZoom=max(20.0, round(_MAX_ZOOM_PX_PER_MS / max(px_per_ms, 1e-9), 1)),
+        )
+
+
+def _line(color: str, *, dash: str | None = None, width: float = 2) -> Callable[..., str]:
+    return lambda x, y: element(
+        "line",
+        x1=x - 8,
+        y1=y,
+        x2=x + 8,
+        y2=y,
+        stroke=color,
+        stroke_width=width,
+        stroke_dasharray=dash,
+    )
+
+
+def _bar(fill: str, *, tall: float = 12, **more: Any) -> Callable[..., str]:
+    return lambda x, y: element(
+        "rect", x=x - 8, y=y - tall / 2, width=16, height=tall, fill=fill, **more
+    )
+
+
+def _vline(color: str, *, width: float = 2, dash: str | None = None) -> Callable[..., str]:
+    return lambda x, y: element(
+        "line", x1=x, y1=y - 8, x2=x, y2=y + 8, stroke=color, stroke_width=width,
+        stroke_dasharray=dash,
+    )  # fmt: skip
+
+
+def legend_items() -> list[tuple[str, Callable[[float, float], str], str]]:
+    """(kind, glyph, words) for every kind of thing the picture draws."""
+    blue = "#3b6fd1"
+    return [
+        ("claim", _bar(blue, tall=3, opacity=0.55), "claimed; handler not started yet"),
+        ("begin", _vline("#111111", width=2.5), "BEGIN: written (scope) / acknowledged (drive)"),
+        ("handler", _bar(blue, fill_opacity=0.3, stroke=blue), "handler running (one pass)"),
+        (
+            "stale",
+            _bar(blue, fill_opacity=0.3, stroke=REFUSAL, stroke_dasharray="4 2"),
+            "stale pass: began after its lease was taken over",
+        ),
+        ("step", _bar(blue), "step (its name inside, where it fits)"),
+        ("step-error", _bar(REFUSAL), "step attempt that failed"),
+        (
+            "memo",
+            lambda x, y: diamond(x, y, 4, "#ffffff", "", stroke="#111111"),
+            "memo hit: a recorded step replayed",
+        ),
+        ("lease", _bar(blue, fill_opacity=0.8), "lease held (placed by the store's clock)"),
+        (
+            "lease-expired",
+            _bar("url(#hatch)", stroke=blue, opacity=0.6),
+            "lease expired, not released: open to takeover",
+        ),
+        ("release", _vline("#111111", width=1), "lease released (outcome written or missed)"),
+        (
+            "takeover",
+            lambda x, y: element("path", d=f"M{x},{y + 3} l4,-5 l-8,0 z", fill=REFUSAL),
+            "takeover of a BEGUN lease",
+        ),
+        (
+            "start",
+            lambda x, y: element("circle", cx=x, cy=y, r=3, fill="none", stroke="#111"),
+            "run started",
+        ),
+        ("effect", lambda x, y: element("circle", cx=x, cy=y, r=2.5, fill="#111"), "effect"),
+        (
+            "duplicate",
+            lambda x, y: element("circle", cx=x, cy=y, r=4.5, fill=REFUSAL),
+            "duplicate effect: the same work landed again",
+        ),
+        ("evict", _vline("#111111", dash="5 3"), "scope evicted (its actor aborted)"),
+        (
+            "refusal",
+            lambda x, y: cross(x, y, 4.5, REFUSAL, ""),
+            "refused or lost: the store did not take it",
+        ),
+        ("crash", lambda x, y: cross(x, y, 6, "#111111", "", width=3), "drive crashed"),
+        ("down", _bar("#555555", opacity=0.18), "drive down"),
+        ("delay", _line(MARK_COLORS["delay"]), "delayed leg (dot: when it was sent)"),
+        ("pause", _line(MARK_COLORS["pause"]), "drive paused"),
+        ("late", _line(MARK_COLORS["late"], dash="3 2"), "late reply: longer than the margin"),
+        ("drop", lambda x, y: cross(x, y, 4, "#e07b00", ""), "dropped leg"),
+        (
+            "late-request",
+            _line(MARK_COLORS["late-request"], dash="1 2"),
+            "request given up on, delivered late",
+        ),
+        (
+            "late-arrival",
+            lambda x, y: element(
+                "path", d=f"M{x},{y + 4} l-4,-7 l8,0 z", fill=MARK_COLORS["late-request"]
+            ),
+            "abandoned request reaches the scope, runs",
+        ),
+        ("tick", _vline("#999999", width=1), "drive tick: it polls the scope"),
+        (
+            "skip",
+            lambda x, y: element("circle", cx=x, cy=y, r=3, fill="none", stroke="#555555"),
+            "tick skipped: the drive is down",
+        ),
+        ("note", lambda x, y: diamond(x, y, 4, "#555555", ""), "a note the world wrote"),
+        (
+            "double-run",
+            _bar(REFUSAL, fill_opacity=0.14, stroke=REFUSAL),
+            "double run: two handlers of one run at once",
+        ),
+        (
+            "violation",
+            lambda x, y: element("circle", cx=x, cy=y, r=_BADGE_R, fill=REFUSAL),
+            "violation, numbered as in the checks above",
+        ),
+        (
+            "explained",
+            lambda x, y: element("circle", cx=x, cy=y, r=_BADGE_R, fill=EXPLAINED),
+            "finding the spec explains, numbered",
+        ),
+        ("cut", _bar("url(#cut)"), "idle gap cut from the axis, with its length"),
+    ]
 
 
 def _short_ms(ms: float) -> str:
     if ms >= 60_000:
-        return f"{ms / 60_000:.1f} min"
+        return f"{ms / 60_000:.3g} min"
     if ms >= 1_000:
-        return f"{ms / 1_000:.1f} s"
-    return f"{ms:.0f} ms"
+        return f"{ms / 1_000:.3g} s"
+    return f"{ms:.3g} ms"
 
 
-_STYLE = (
-    "body{margin:0;background:#ffffff;font-family:sans-serif}"
-    "svg{display:block}"
-    ".double-run:hover{fill-opacity:.3}"
+_CONTROLS = (
+    '<div class="controls"><button id="zoom-out" title="zoom out (-)">−</button>'
+    '<button id="zoom-in" title="zoom in (+)">+</button>'
+    '<button id="zoom-fit" title="the whole trace (0)">whole trace</button>'
+    '<span id="zoom-level">whole trace</span><span class="hint">wheel or + and − zoom, drag '
+    "or ← → pan, double-click zooms in, 0 shows the whole trace; hover anything for its "
+    "details</span></div>"
 )
 
 
-def render_html(trace: Trace, *, title: str) -> str:
-    """The trace as one self-contained HTML page: an inline SVG timeline, no scripts or assets."""
-    svg = _Page(build_timeline(trace), title).draw()
+def render_html(
+    trace: Trace,
+    *,
+    title: str,
+    report: CheckReport | None = None,
+    mismatches: Sequence[str] | None = None,
+    replay: str | None = None,
+    plan: FaultPlan | str | None = None,
+    plan_replaced: bool | None = None,
+    mutant: str | None = None,
+    summary: str | None = None,
+) -> str:
+    """The trace as one self-contained HTML page: the verdict, the world and the checks' findings,
+    then the timeline as inline SVG, zoomable by an inline script. ``report`` is the check report
+    (by default the page checks the trace itself); ``mismatches``, what the scenario documents
+    and the world did not do (None: not compared); ``plan``, ``plan_replaced`` (whether it
+    replaced the scenario's own) and ``mutant`` default to what the trace's ``world.begin``
+    recorded."""
+    facts: PageFacts = facts_of(
+        trace,
+        title=title,
+        report=report,
+        mismatches=mismatches,
+        replay=replay,
+        plan=plan,
+        plan_replaced=plan_replaced,
+        mutant=mutant,
+        summary=summary,
+    )
+    model = build_timeline(trace)
+    page = _Page(model, facts.shown)
+    svg = page.draw()
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>\n"
-        f"<body>\n{svg}\n</body></html>\n"
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>\n"
+        f"<body>\n<header>\n{head_html(facts, model, trace)}\n</header>\n{_CONTROLS}\n{svg}\n"
+        f'<script type="application/json" id="timeline-data">{page.data()}</script>\n'
+        f"<script>{SCRIPT}</script>\n</body></html>\n"
     )
 
 
-def write_timeline(trace: Trace, path: str | Path, *, title: str) -> None:
+def write_timeline(
+    trace: Trace,
+    path: str | Path,
+    *,
+    title: str,
+    report: CheckReport | None = None,
+    mismatches: Sequence[str] | None = None,
+    replay: str | None = None,
+    plan: FaultPlan | str | None = None,
+    plan_replaced: bool | None = None,
+    mutant: str | None = None,
+    summary: str | None = None,
+) -> None:
     """Write :func:`render_html` of ``trace`` to ``path``."""
-    Path(path).write_text(render_html(trace, title=title), encoding="utf-8")
+    page = render_html(
+        trace,
+        title=title,
+        report=report,
+        mismatches=mismatches,
+        replay=replay,
+        plan=plan,
+        plan_replaced=plan_replaced,
+        mutant=mutant,
+        summary=summary,
+    )
+    Path(path).write_text(page, encoding="utf-8")

@@ -69,6 +69,8 @@ class _Builder:
             "pass.outcome": self.on_outcome,
             "fault.delay": self.on_delay,
             "fault.pause": self.on_pause,
+            "fault.late": self.on_late_request,
+            "rpc.late": self.on_late_arrival,
             "fault.crash": self.on_crash,
             "fault.evict": self.on_evict,
             "drive.tick": self.on_tick,
@@ -306,6 +308,23 @@ class _Builder:
         t = float(event["t"])
         title = f"pause: the drive stopped {ms:.1f} ms ({_fields(event, 'where', 'nth')})"
         self.model.marks.append(Mark(str(event["drive"]), t + ms, "pause", title, since=t))
+
+    def on_late_request(self, event: dict[str, Any]) -> None:
+        # The drive gives up on the request at once; the wire still delivers it ``ms`` later.
+        ms = float(event.get("ms") or 0.0)
+        t = float(event["t"])
+        title = (
+            f"late request: {event['drive']} gave up on {event['op']} #{event.get('nth')}; "
+            f"the wire delivered it {ms:.1f} ms later anyway"
+        )
+        self.model.marks.append(Mark(str(event["drive"]), t + ms, "late-request", title, since=t))
+
+    def on_late_arrival(self, event: dict[str, Any]) -> None:
+        title = (
+            f"an abandoned {event['op']} #{event['seq']} from {event['link']} reached "
+            f"{event['scope']} late, and ran there"
+        )
+        self.mark(str(event["scope"]), event, "late-arrival", title)
 
     def on_crash(self, event: dict[str, Any]) -> None:
         drive, t = str(event["drive"]), float(event["t"])

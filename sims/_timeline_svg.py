@@ -21,9 +21,13 @@ REFUSAL = "#d62728"
 WIDTH = 1400
 LEFT = 170
 RIGHT = 24
-ROW = 20
+PASS_ROW = 30
+RUN_ROW = 22
 STRIP = 16
 LANE_GAP = 8
+CUT_WIDTH = 18
+#: Where the lanes start: above them, the findings' badges, double-run labels and the axis.
+TOP = 96.0
 #: Rows per drive lane (passes that overlap in one drive).
 MAX_PASS_ROWS = 4
 
@@ -49,34 +53,88 @@ def _title(text: str) -> str:
     return f"<title>{html.escape(text)}</title>"
 
 
+def element(tag: str, title: str | None = None, text: str | None = None, **a: Any) -> str:
+    """One SVG element; ``title`` becomes its hover text."""
+    inner = (_title(title) if title else "") + (html.escape(text) if text else "")
+    return f"<{tag} {_attrs(a)}>{inner}</{tag}>" if inner else f"<{tag} {_attrs(a)}/>"
+
+
+def cross(x: float, y: float, r: float, color: str, title: str, *, width: float = 2) -> str:
+    d = f"M{fmt_num(x - r)},{fmt_num(y - r)} L{fmt_num(x + r)},{fmt_num(y + r)} "
+    d += f"M{fmt_num(x - r)},{fmt_num(y + r)} L{fmt_num(x + r)},{fmt_num(y - r)}"
+    return element("path", title=title, d=d, stroke=color, stroke_width=width, fill="none")
+
+
+def diamond(x: float, y: float, r: float, fill: str, title: str, *, stroke: str = "none") -> str:
+    d = f"M{fmt_num(x)},{fmt_num(y - r)} L{fmt_num(x + r)},{fmt_num(y)} "
+    d += f"L{fmt_num(x)},{fmt_num(y + r)} L{fmt_num(x - r)},{fmt_num(y)} z"
+    return element("path", title=title, d=d, fill=fill, stroke=stroke)
+
+
+#: The page's layers, in drawing order. ``under`` and ``over`` stay put; ``stretch`` is scaled
+#: horizontally as one group when the reader zooms; each ``pin`` (a point glyph or a label) only
+#: moves, so that zooming never distorts a glyph or a letter; ``axis`` is redrawn on every zoom.
+LAYERS = ("under", "axis", "stretch", "pin", "over")
+
+
 class Svg:
-    """The page's elements, in drawing order."""
+    """The page's elements by layer, in drawing order, and the kinds of thing drawn."""
 
     def __init__(self) -> None:
-        self.parts: list[str] = []
+        self.layers: dict[str, list[str]] = {name: [] for name in LAYERS}
+        self.kinds: set[str] = set()
 
-    def add(self, tag: str, title: str | None = None, text: str | None = None, **a: Any) -> None:
-        inner = (_title(title) if title else "") + (html.escape(text) if text else "")
-        self.parts.append(
-            f"<{tag} {_attrs(a)}>{inner}</{tag}>" if inner else f"<{tag} {_attrs(a)}/>"
+    def add(
+        self,
+        tag: str,
+        title: str | None = None,
+        text: str | None = None,
+        *,
+        layer: str = "stretch",
+        kind: str | None = None,
+        **a: Any,
+    ) -> None:
+        """An element in ``layer``; ``kind`` names the legend entry that explains it."""
+        if kind is not None:
+            self.kinds.add(kind)
+            a["data_k"] = kind
+        self.layers[layer].append(element(tag, title, text, **a))
+
+    def pin(
+        self,
+        x: float,
+        inner: str,
+        *,
+        kind: str | None = None,
+        fit: tuple[float, float] | None = None,
+    ) -> None:
+        """``inner`` (drawn at ``x``) as a pin: moved, never stretched, when the reader zooms.
+        ``fit`` = (room, need): a label shown only while its room, zoomed, is at least ``need``."""
+        a: dict[str, Any] = {"class_": "p", "data_x": x}
+        if kind is not None:
+            self.kinds.add(kind)
+            a["data_k"] = kind
+        if fit is not None:
+            room, need = fit
+            a["data_w"], a["data_n"] = room, need
+            if room < need:
+                a["display"] = "none"
+        self.layers["pin"].append(f"<g {_attrs(a)}>{inner}</g>")
+
+    def text(self) -> str:
+        """The layers, the zoomed ones inside the plot's clip."""
+        layers = self.layers
+        return (
+            "".join(layers["under"])
+            + '<g id="axis">'
+            + "".join(layers["axis"])
+            + '</g><g clip-path="url(#plot-clip)"><g id="zs">'
+            + "".join(layers["stretch"])
+            + '</g><g id="zp">'
+            + "".join(layers["pin"])
+            + "</g></g>"
+            + "".join(layers["over"])
         )
-
-    def raw(self, text: str) -> None:
-        self.parts.append(text)
-
-    def cross(
-        self, x: float, y: float, r: float, color: str, title: str, *, width: float = 2
-    ) -> None:
-        d = f"M{fmt_num(x - r)},{fmt_num(y - r)} L{fmt_num(x + r)},{fmt_num(y + r)} "
-        d += f"M{fmt_num(x - r)},{fmt_num(y + r)} L{fmt_num(x + r)},{fmt_num(y - r)}"
-        self.add("path", title=title, d=d, stroke=color, stroke_width=width, fill="none")
-
-    def diamond(
-        self, x: float, y: float, r: float, fill: str, title: str, *, stroke: str = "none"
-    ) -> None:
-        d = f"M{fmt_num(x)},{fmt_num(y - r)} L{fmt_num(x + r)},{fmt_num(y)} "
-        d += f"L{fmt_num(x)},{fmt_num(y + r)} L{fmt_num(x - r)},{fmt_num(y)} z"
-        self.add("path", title=title, d=d, fill=fill, stroke=stroke)
 
 
 # -- merging shapes closer than a pixel -----------------------------------------------------------
@@ -171,8 +229,8 @@ def build_layout(model: Timeline, top: float) -> Layout:
         layout.rows[("drive", drive, -1)] = Row(drive, "strip", -1, y, STRIP)
         y += STRIP
         for index in range(rows_per_drive.get(drive, 1)):
-            layout.rows[("drive", drive, index)] = Row(drive, "pass", index, y, ROW)
-            y += ROW
+            layout.rows[("drive", drive, index)] = Row(drive, "pass", index, y, PASS_ROW)
+            y += PASS_ROW
         layout.lanes.append(("drive", drive, start, y - start))
         y += LANE_GAP
     for scope in scopes:
@@ -181,8 +239,8 @@ def build_layout(model: Timeline, top: float) -> Layout:
         y += STRIP
         runs = runs_shown(model, scope) or [""]
         for index, run in enumerate(runs):
-            layout.rows[("scope", scope, index)] = Row(run, "run", index, y, ROW)
-            y += ROW
+            layout.rows[("scope", scope, index)] = Row(run, "run", index, y, RUN_ROW)
+            y += RUN_ROW
         hidden = len(model.runs.get(scope, [])) - len(runs)
         if hidden > 0:
             model.notes.append(f"{scope}: {hidden} more runs not drawn (at most {MAX_RUN_ROWS})")
@@ -195,9 +253,8 @@ def build_layout(model: Timeline, top: float) -> Layout:
 class Sheet:
     """What every part of the page draws with: the model, its scale and layout, the SVG."""
 
-    def __init__(self, model: Timeline, title: str) -> None:
+    def __init__(self, model: Timeline) -> None:
         self.model = model
-        self.title = title
         self.svg = Svg()
         self.merged = 0
         pack_passes(model)
@@ -208,15 +265,20 @@ class Sheet:
             model.end,
             left=LEFT,
             width=WIDTH - LEFT - RIGHT,
-            cut_width=18,
-            min_width=8,
+            cut_width=CUT_WIDTH,
+            # No floor under a kept piece: the axis is linear wherever it is not cut.
+            min_width=0,
             max_cuts=(WIDTH - LEFT - RIGHT) // 40,
         )
-        self.top = 110.0
+        self.top = self.plot_top()
         self.layout = build_layout(model, self.top + 8)
         self.run_rows = {
             (row.lane, key[1]): row for key, row in self.layout.rows.items() if row.kind == "run"
         }
+
+    def plot_top(self) -> float:
+        """Where the lanes start; the room above them is the axis's and the page's marks'."""
+        return TOP
 
     def x(self, t: float) -> float:
         return self.scale.x(t)

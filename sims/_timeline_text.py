@@ -29,6 +29,7 @@ _TEXT_LEGEND = (
         "~ delay",
         "p pause",
         "L late reply",
+        "> request given up on, delivered late",
         "D dropped leg",
         ". tick",
     ),
@@ -40,6 +41,7 @@ _TEXT_LEGEND = (
         "* effect",
         "2 duplicate effect",
         "E eviction",
+        "v abandoned request runs late",
     ),
     ("axis:", "/ idle gap cut out", "X (double run line) two handlers of one run at once"),
 )
@@ -180,6 +182,8 @@ class _Text:
                 char = "~" if mark.kind == "delay" else "p"
                 canvas.span(self.col(mark.since), self.col(mark.t), char, 2)
                 canvas.put(self.col(mark.since), char, 7)
+            elif mark.kind == "late-request" and mark.since is not None:
+                canvas.span(self.col(mark.since), self.col(mark.t), ">", 2)
             elif mark.kind == "down" and mark.since is not None:
                 canvas.span(self.col(mark.since), self.col(mark.t), "_", 2)
             elif mark.kind in _MARK_CHARS:
@@ -206,6 +210,8 @@ class _Text:
         for mark in self.model.marks:
             if mark.lane == scope and mark.kind == "evict":
                 canvas.put(self.col(mark.t), "E", 8)
+            elif mark.lane == scope and mark.kind == "late-arrival":
+                canvas.put(self.col(mark.t), "v", 8)
         return canvas.text()
 
     def overlap_row(self) -> str:

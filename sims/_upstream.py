@@ -26,11 +26,15 @@ class Upstream:
     failing: frozenset[tuple[str, int]] = frozenset()
     calls: Counter[str] = attrs.field(factory=Counter)
     fetched: Counter[int] = attrs.field(factory=Counter)
+    #: The failing calls that were made, and refused: what of a plan's upstream faults fired.
+    refused: set[tuple[str, int]] = attrs.field(factory=set)
 
     def _call(self, kind: str, what: str) -> None:
         self.calls["any"] += 1
         self.calls[kind] += 1
-        if ("any", self.calls["any"]) in self.failing or (kind, self.calls[kind]) in self.failing:
+        struck = {("any", self.calls["any"]), (kind, self.calls[kind])} & self.failing
+        if struck:
+            self.refused.update(struck)
             raise UpstreamUnavailable(f"upstream refused call {self.calls['any']} ({what})")
 
     def page(self, start: int, size: int) -> range:

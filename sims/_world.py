@@ -52,9 +52,11 @@ from ._faults import (
     DelayLeg,
     DropLeg,
     Evict,
+    Fault,
     FaultPlan,
     LateRequest,
     PauseDrive,
+    StoreClockFault,
 )
 from ._recording import RecordingJobDriver
 from ._trace import Trace
@@ -117,34 +119,53 @@ class SimDrive:
         # The plan's wire faults of this drive, by (operation, leg, nth): looked up once per
         # leg, which a 100 000-object walk crosses more than half a million times.
         self._leg_plan: dict[tuple[str, str, int], tuple[float, bool]] = {}
+        #: The plan's faults behind each entry, marked fired when it strikes.
+        self._leg_faults: dict[tuple[str, str, int], list[Fault]] = {}
         for fault in world.plan.faults:
             if isinstance(fault, DelayLeg | DropLeg) and fault.drive == spec.name:
                 where = (fault.operation, fault.leg, fault.nth)
+                self._leg_faults.setdefault(where, []).append(fault)
                 delay, drop = self._leg_plan.get(where, (0.0, False))
                 if isinstance(fault, DelayLeg):
                     self._leg_plan[where] = (delay + fault.ms, drop)
                 else:
                     self._leg_plan[where] = (delay, True)
         # Requests this drive gives up on and the wire delivers late, by (operation, nth).
-        self._late_plan: dict[tuple[str, int], float] = {
-            (fault.operation, fault.nth): fault.ms
+        self._late_plan: dict[tuple[str, int], LateRequest] = {
+            (fault.operation, fault.nth): fault
             for fault in world.plan.faults
             if isinstance(fault, LateRequest) and fault.drive == spec.name
         }
         self._reached: Counter[str] = Counter()
         self._work: trio.CancelScope | None = None
         self.down_until_ms = -math.inf
-        self.link.add_request_hook(self._on_request)
-        self.link.add_reply_hook(self._on_reply)
+        # A leg with nothing planned for it is carried without waking this drive (``wants``).
+        self.link.add_request_hook(self._on_request, wants=self._request_wanted)
+        self.link.add_reply_hook(self._on_reply, wants=self._reply_wanted)
 
     # -- faults on the wire ---------------------------------------------------------------------
 
-    async def _on_request(self, call: LinkCall) -> RequestVerdict:
+    def _request_wanted(self, call: LinkCall) -> bool:
         self._calls[call.operation] += 1
         nth = self._call_index[call.seq] = self._calls[call.operation]
+        return (call.operation, "request", nth) in self._leg_plan or (
+            call.operation,
+            nth,
+        ) in self._late_plan
+
+    def _reply_wanted(self, call: LinkCall, outcome: LinkOutcome) -> bool:
+        nth = self._call_index.pop(call.seq, 0)
+        if (call.operation, "reply", nth) not in self._leg_plan:
+            return False
+        self._call_index[call.seq] = nth
+        return True
+
+    async def _on_request(self, call: LinkCall) -> RequestVerdict:
+        nth = self._call_index.get(call.seq, 0)
         verdict: RequestVerdict = await self._apply(call, "request")
         late = self._late_plan.get((call.operation, nth)) if self._late_plan else None
         if verdict is None and late is not None:
+            self.world.fired.add(late)
             self.world.trace.record(
                 "fault.late",
                 {
@@ -152,10 +173,10 @@ class SimDrive:
                     "op": call.operation,
                     "seq": call.seq,
                     "nth": nth,
-                    "ms": late,
+                    "ms": late.ms,
                 },
             )
-            verdict = DeliverLate(late)
+            verdict = DeliverLate(late.ms)
         if verdict is not None:
             # A dropped or abandoned request's reply hook will not run to forget it.
             self._call_index.pop(call.seq, None)
@@ -170,6 +191,8 @@ class SimDrive:
     async def _apply(self, call: LinkCall, leg: str) -> Verdict:
         nth = self._call_index.get(call.seq, 0)
         delay, drop = self._leg_plan.get((call.operation, leg, nth), (0.0, False))
+        if delay or drop:
+            self.world.fired.update(self._leg_faults[(call.operation, leg, nth)])
         # ``nth`` is the plan's count (this drive's nth call of the operation), so the story and
         # the timeline name a call the way the plan that struck it does.
         if delay:
@@ -202,6 +225,7 @@ class SimDrive:
         for fault in self.world.plan.of(PauseDrive):
             assert isinstance(fault, PauseDrive)
             if fault.drive == self.name and fault.where == where and fault.nth == nth:
+                self.world.fired.add(fault)
                 self.world.trace.record(
                     "fault.pause", {"drive": self.name, "where": where, "nth": nth, "ms": fault.ms}
                 )
@@ -257,6 +281,7 @@ class World:
         nursery: trio.Nursery,
         lease_ms: int,
         upstream: Upstream,
+        drive_names: tuple[str, ...] = ("cron", "alarm"),
     ) -> None:
         self.seed = seed
         self.host = host
@@ -267,6 +292,10 @@ class World:
         self.margin_ms = lease_ms * JOB_LEASE_ENTRY_MARGIN
         self.upstream = upstream
         self.drives: dict[str, SimDrive] = {}
+        #: The drives this world may add: a fault plan was checked against these names.
+        self.drive_names = drive_names
+        #: The plan's faults that struck (the rest are reported as never fired).
+        self.fired: set[Fault] = set()
         #: The user's jobs, registered on every drive (those added later too).
         self.jobs: dict[tuple[str, str], _UserJob] = {}
 
@@ -295,6 +324,12 @@ class World:
         retry: RetryPolicy | None = None,
         lease_ms: int | None = None,
     ) -> SimDrive:
+        if spec.name not in self.drive_names:
+            raise ValueError(
+                f"drive {spec.name!r} is not one of this world's drives "
+                f"({', '.join(self.drive_names)}); declare it in WorldSetup(drives=...), which is "
+                "what a fault plan is checked against"
+            )
         drive = SimDrive(self, spec, index=len(self.drives))
         self.drives[spec.name] = drive
         drive.driver.register_job(
@@ -424,7 +459,9 @@ class World:
     def schedule_faults(self) -> None:
         """Start the timed faults of the plan (evictions, crashes)."""
         for fault in self.plan.faults:
-            if isinstance(fault, Evict):
+            if isinstance(fault, StoreClockFault):
+                self.fired.add(fault)  # the store's clock runs so from the first moment
+            elif isinstance(fault, Evict):
                 self.nursery.start_soon(self._evict_at, fault)
             elif isinstance(fault, CrashDrive):
                 self.nursery.start_soon(self._crash_at, fault)
@@ -432,12 +469,14 @@ class World:
     async def _evict_at(self, fault: Evict) -> None:
         await self.sleep_until_ms(fault.at_ms)
         live = self.host.evict(fault.scope)
+        self.fired.add(fault)
         self.trace.record("fault.evict", {"scope": fault.scope, "live": live})
 
     async def _crash_at(self, fault: CrashDrive) -> None:
         await self.sleep_until_ms(fault.at_ms)
         drive = self.drives.get(fault.drive)
         if drive is not None:
+            self.fired.add(fault)
             drive.crash(fault.down_ms)
 
     # -- the walk ---------------------------------------------------------------------------------

@@ -110,6 +110,16 @@ function checkWhole(value, path, minimum) {
   }
 }
 
+// A lease of at most a year keeps its expiry a time the store can write (JOB_LEASE_MAX_MS).
+const JOB_LEASE_MAX_MS = 31_536_000_000;
+
+function checkLease(value) {
+  checkWhole(value, "lease_ms", 1);
+  if (value > JOB_LEASE_MAX_MS) {
+    throw new Refusal("lease_ms", `must be at most ${JOB_LEASE_MAX_MS} (a year)`);
+  }
+}
+
 function checkText(value, path, nullable) {
   if (!(typeof value === "string" || (nullable && value === null))) {
     throw new Refusal(path, nullable ? "must be text or null" : "must be text");
@@ -140,7 +150,11 @@ function admissionBackoffMs(misses) {
 
 function admissionMissOutcome(misses, now, note) {
   if (misses >= JOB_ADMISSION_MISS_MAX) {
-    return { status: "failed", nextAttemptAt: null, endedAt: now, lastError: note };
+    // The whole failure text, written here so no adapter can spell it differently.
+    return {
+      status: "failed", nextAttemptAt: null, endedAt: now,
+      lastError: `${JOB_LEASE_TOO_SHORT_NOTE}: ${note}`,
+    };
   }
   return {
     status: "running",
@@ -323,7 +337,7 @@ const OPERATIONS = {
   claim({ id, owner, lease_ms }, now) {
     const nowMs = timeMs(now, "now");
     checkOwner(owner);
-    checkWhole(lease_ms, "lease_ms", 1);
+    checkLease(lease_ms);
     const expiry = isoFromMs(nowMs + lease_ms);
     return this.tx(() => {
       // takeover is what the row carried BEFORE the claim: read in the same transaction.
@@ -417,7 +431,7 @@ const OPERATIONS = {
   begin_step({ run_id, name, owner, lease_ms }, now) {
     const nowMs = timeMs(now, "now");
     checkOwner(owner);
-    checkWhole(lease_ms, "lease_ms", 1);
+    checkLease(lease_ms);
     const expiry = isoFromMs(nowMs + lease_ms);
     return this.tx(() => {
       if (!this.renew(run_id, owner, expiry)) return { held: false, row: null };
@@ -435,7 +449,7 @@ const OPERATIONS = {
     const nowMs = timeMs(now, "now");
     timeMs(at, "at");
     checkOwner(owner);
-    checkWhole(lease_ms, "lease_ms", 1);
+    checkLease(lease_ms);
     checkText(result, "result", true);
     checkText(last_error, "last_error", true);
     checkWhole(attempts, "attempts", 0);

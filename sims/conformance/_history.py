@@ -249,7 +249,8 @@ def _claim(draw: Choices, view: View) -> Iterator[Step]:
     now = _now(draw, view, edges=_due_edges(view.run(id)))
     lease_ms = draw.pick(_LEASES)
     if draw.rarely(30):
-        lease_ms = draw.pick((0, -5))  # bad input: both stores must refuse it
+        # Bad input both stores must refuse, and the edge of the longest lease (a year).
+        lease_ms = draw.pick((0, -5, 31_536_000_000, 31_536_000_001))
     yield _step("claim", now, {"id": id, "owner": view.mint_owner(lease_ms), "lease_ms": lease_ms})
 
 

@@ -149,6 +149,15 @@ class _Found(Exception):
     """A history made the stores disagree: Hypothesis shrinks it."""
 
 
+class _Enough(BaseException):
+    """Hypothesis has shrunk for its budget: stop it and keep the smallest history found."""
+
+
+#: Histories Hypothesis may run while shrinking a difference, before the kit keeps the smallest
+#: so far (and then deletes single steps from it itself): a bound on the time a finding costs.
+SHRINK_BUDGET: Final = 150
+
+
 @attrs.define
 class _Lockstep:
     reference: Target
@@ -277,6 +286,7 @@ def run_conformance(
     reference = LocalTarget(ReferenceStore(database=database), name="reference")
     lockstep = _Lockstep(reference, opened, strict, report, _prefix())
     found: list[tuple[Difference, list[Step]]] = []
+    first_found = [0]
 
     @settings(
         max_examples=examples,
@@ -291,6 +301,8 @@ def run_conformance(
     @hypothesis_seed(seed)
     @given(moves())
     def history(drawn: list[list[int]]) -> None:
+        if found and report.histories - first_found[0] >= SHRINK_BUDGET:
+            raise _Enough
         report.histories += 1
         record: list[Step] = []
         view = View()
@@ -301,6 +313,8 @@ def run_conformance(
             raise _Abort from error
         report.allowed.update(allowed)
         if difference is not None:
+            if not found:
+                first_found[0] = report.histories
             found.append((difference, record))
             raise _Found(difference.line())
 
@@ -309,11 +323,13 @@ def run_conformance(
         history()
     except TargetFailed as error:
         report.failure = str(error)
-    except _Found:
-        # Hypothesis replays the shrunk history last, so the last one found is the smallest.
-        report.difference, report.history = found[-1]
+    except (_Found, _Enough):
+        # The smallest history that differed (Hypothesis's shrunk one, or the smallest within
+        # the budget), then single steps deleted while it still differs.
+        smallest = min(found, key=lambda pair: len(pair[1]))
+        report.difference, report.history = smallest
         try:
-            report.difference, report.history = _trim(lockstep, *found[-1])
+            report.difference, report.history = _trim(lockstep, *smallest)
         except TargetFailed as error:
             report.failure = str(error)
     except _Abort:

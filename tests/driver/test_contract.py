@@ -158,7 +158,9 @@ async def test_the_retry_policy_fails_a_run_at_max_attempts(
         one.register_job(MODULE, JOB, flaky, retry=policy)
         started = await one.start_job_run(SCOPE, start())
         for attempt, raw in ((1, 1000), (2, 2000)):
-            assert await one.run_due_jobs(SCOPE) == JobDriveReport(attempted=1, retrying=1)
+            assert await one.run_due_jobs(SCOPE) == JobDriveReport(
+                attempted=1, retrying=1, errors=(JobDriveError(started.id, "upstream 503"),)
+            )
             [run] = await one.job_runs(SCOPE)
             assert (run.attempts, run.last_error, run.status) == (
                 attempt,
@@ -223,7 +225,7 @@ REMEDY = "a run carries ids and configuration, never bytes, class instances or f
     [
         ({"source": {"bytes": b"x"}}, f"payload.source.bytes is bytes — {REMEDY}"),
         ({"ratio": float("nan")}, f"payload.ratio is nan, which JSON cannot carry — {REMEDY}"),
-        ([1, {"ids": {1, 2}}], f"payload[1].ids is set — {REMEDY}"),
+        ([1, {"ids": {1, 2}}], f"payload.1.ids is set — {REMEDY}"),
         ({"pair": (1, 2)}, f"payload.pair is tuple — {REMEDY}"),
         (
             {"at": dt.datetime(2026, 1, 1)},
@@ -280,12 +282,13 @@ async def test_an_omitted_cursor_keeps_the_committed_one(
         one.register_job(MODULE, JOB, handler, retry=RetryPolicy(base_delay_ms=0))
         await one.start_job_run(SCOPE, start())
         report = await one.run_due_jobs(SCOPE, max_passes=4)
+        [run] = await one.job_runs(SCOPE)
         assert report == JobDriveReport(
             attempted=1,
             advanced=3,
             retrying=1,
+            errors=(JobDriveError(run.id, f"cursor.bad is bytes — {REMEDY}"),),
         )
-        [run] = await one.job_runs(SCOPE)
         assert run.last_error == f"cursor.bad is bytes — {REMEDY}"
         assert await one.run_due_jobs(SCOPE) == JobDriveReport(attempted=1, completed=1)
         assert seen == [None, {"page": "t2"}, {"page": "t2"}, {"page": "t2"}, {"page": "t2"}]
@@ -364,13 +367,21 @@ async def test_a_malformed_restored_row_fails_its_pass_and_reads_with_decode_err
         one.register_job(MODULE, JOB, handler, retry=RetryPolicy(max_attempts=2, base_delay_ms=0))
         await restored.stub(SCOPE).import_dump(edited, SCOPE)
         [read] = await one.job_runs(SCOPE)
-        assert (read.id, read.payload, read.cursor, read.counters) == (started.id, None, None, {})
+        # Column by column: the bad cursor reads empty, the good payload still reads.
+        assert (read.id, read.payload, read.cursor, read.counters) == (
+            started.id,
+            {"a": 1},
+            None,
+            {},
+        )
         assert read.decode_error == (
             "cursor is not valid JSON (Expecting property name enclosed in double quotes: "
             "line 1 column 2 (char 1))"
         )
         error = f"run {started.id} cannot be decoded: {read.decode_error}"
-        assert await one.run_due_jobs(SCOPE) == JobDriveReport(attempted=1, retrying=1)
+        assert await one.run_due_jobs(SCOPE) == JobDriveReport(
+            attempted=1, retrying=1, errors=(JobDriveError(started.id, error),)
+        )
         assert await one.run_due_jobs(SCOPE) == JobDriveReport(
             attempted=1, failed=1, errors=(JobDriveError(started.id, error),)
         )
@@ -507,8 +518,12 @@ async def test_an_error_shaped_like_a_door_refusal_does_not_defer(
             raise LooksLikeWaiting("not now, says the step")
 
         one.register_job(MODULE, JOB, handler)
-        await one.start_job_run(SCOPE, start())
-        assert await one.run_due_jobs(SCOPE) == JobDriveReport(attempted=1, retrying=1)
+        started = await one.start_job_run(SCOPE, start())
+        assert await one.run_due_jobs(SCOPE) == JobDriveReport(
+            attempted=1,
+            retrying=1,
+            errors=(JobDriveError(started.id, "not now, says the step"),),
+        )
 
 
 async def test_register_job_refuses_duplicates_and_bad_leases(

@@ -216,8 +216,8 @@ async def test_takeover_exhaustion_fails_the_run_without_invoking(
         crashed.link.drop_replies(is_op("begin"))
         await crashed.run_due_jobs(SCOPE)
         await trio.sleep(1.0)
+        # No handler ran on this call, so no run was attempted; the failure is still reported.
         assert await rescuer.run_due_jobs(SCOPE) == JobDriveReport(
-            attempted=1,
             failed=1,
             errors=(JobDriveError(started.id, JOB_LEASE_EXPIRED_NOTE),),
         )
@@ -356,8 +356,9 @@ async def test_exactly_the_margin_left_is_a_miss_and_one_ms_more_is_not(
             "job crm/walk: claim not begun in time — leaseMs 1000, margin 250 ms, "
             "claim and begin took 750 ms (admission miss 1 of 10)"
         )
+        # No handler ran: superseded, and not attempted.
         assert report == JobDriveReport(
-            attempted=1, superseded=1, warnings=(JobDriveWarning(started.id, warning),)
+            superseded=1, warnings=(JobDriveWarning(started.id, warning),)
         )
         assert trace.names() == ["claim.won", "admission.miss"]
         [run] = await one.job_runs(SCOPE)
@@ -438,7 +439,7 @@ async def test_a_begin_reply_held_past_the_lease_double_runs_and_the_late_pass_i
         [run] = await rival.job_runs(SCOPE)
         if max_attempts == 1:
             assert rival_report == JobDriveReport(
-                attempted=1, failed=1, errors=(JobDriveError(started.id, JOB_LEASE_EXPIRED_NOTE),)
+                failed=1, errors=(JobDriveError(started.id, JOB_LEASE_EXPIRED_NOTE),)
             )
             assert [f["drive"] for f in trace.named("handler.invoke")] == ["late"]
             assert effects == []
@@ -462,7 +463,9 @@ async def test_nine_misses_back_off_then_the_tenth_fails_the_run(
         with caplog.at_level(logging.WARNING, logger="driver.drive"):
             for miss in range(1, 11):
                 report = await one.run_due_jobs(SCOPE)
-                assert report.superseded == 1
+                assert (report.attempted, report.superseded, report.failed) == (
+                    (0, 1, 0) if miss < 10 else (0, 0, 1)
+                )
                 [run] = await one.job_runs(SCOPE)
                 assert run.admission_misses == miss
                 if miss < 10:
@@ -480,6 +483,8 @@ async def test_nine_misses_back_off_then_the_tenth_fails_the_run(
         assert report.warnings == (JobDriveWarning(started.id, warning),)
         assert (run.status, run.attempts, run.next_attempt_at) == ("failed", 0, None)
         assert run.last_error == f"lease too short for this environment: {warning}"
+        # The miss that failed the run is one error, carrying what was written on the record.
+        assert report.errors == (JobDriveError(started.id, run.last_error),)
         assert trace.named("handler.invoke") == []
         assert trace.named("admission.miss")[-1]["failed"] is True
         records = [r for r in caplog.records if r.name == "driver.drive"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -49,6 +50,7 @@ async def test_eviction_fails_queued_calls_and_keeps_committed_rows(
     actor.submit(committed)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(actor.serve)
+        assert committed.done is not None
         await committed.done.wait()
         # Two calls wait in the queue when the abort comes: neither may run.
         queued = [Message("start_or_join", (row.key, row)) for row in (second, third)]
@@ -121,10 +123,16 @@ async def test_a_directory_scope_survives_eviction_and_a_new_host(
         assert [r.id for r in await host.stub("s1").list(JobRunFilter())] == ["01RUNA"]
 
 
-async def test_bad_scope_ids_and_directories_are_refused() -> None:
+@pytest.mark.parametrize("scope_id", ["a/b", "s1\n", ".s1", "", "x" * 129, 7])
+async def test_bad_scope_ids_and_directories_are_refused(scope_id: object) -> None:
     async with open_scope_host(clock=StoreClock()) as host:
-        with pytest.raises(ValueError, match=r"^scope id 'a/b' must be 1 to 128 letters"):
-            host.stub("a/b")
+        with pytest.raises(
+            ValidationFailed,
+            match=rf"^scope_id is {re.escape(repr(scope_id))}; a scope id is 1 to 128 letters, "
+            r"digits, '\.', '_', ':' or '-', not starting with '\.'$",
+        ):
+            host.stub(scope_id)  # type: ignore[arg-type]
+        host.stub("x" * 128)
     with pytest.raises(ValueError, match=r"^directory '/nonexistent-dir' does not exist"):
         async with open_scope_host("/nonexistent-dir"):
             pass

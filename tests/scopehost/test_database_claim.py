@@ -130,16 +130,25 @@ def test_the_claim_does_not_touch_the_admission_miss_count() -> None:
 
 @pytest.mark.parametrize(
     ("lease_ms", "shown"),
-    [(-5, "-5"), (0, "0"), (1.5, "1.5"), (True, "True"), (None, "None"), ("1000", "'1000'")],
+    [
+        (-5, "-5"),
+        (0, "0"),
+        (1.5, "1.5"),
+        (True, "True"),
+        (None, "None"),
+        ("1000", "'1000'"),
+        (31_536_000_001, "31536000001"),
+    ],
 )
-def test_a_lease_that_is_not_a_positive_whole_number_is_refused(
+def test_a_lease_that_is_not_a_whole_number_up_to_a_year_is_refused(
     lease_ms: object, shown: str
 ) -> None:
     db = open_db()
     started(db)
     with pytest.raises(
         ValidationFailed,
-        match=rf"^lease_ms is {shown}; a lease is a whole number of milliseconds above 0$",
+        match=rf"^lease_ms is {shown}; a lease is a whole number of milliseconds from 1 to "
+        r"31536000000 \(a year\), which keeps its expiry a time the store can write$",
     ):
         db.claim("run-1", "owner-1", lease_ms, now=T0)  # type: ignore[arg-type]
     assert read(db).lease_owner is None

@@ -8,7 +8,7 @@ from driver import JOB_ADMISSION_MISS_MAX, JobMiss, ValidationFailed, parse_iso_
 
 from .store_support import LEASE_MS, T0, advanced_patch, at, open_db, read, started
 
-NOTE = "lease too short for this environment: job mod/walk: claim not begun in time"
+NOTE = "job mod/walk: claim not begun in time"
 
 
 def test_nine_misses_back_off_by_doubling_and_the_tenth_fails_the_run() -> None:
@@ -36,18 +36,18 @@ def test_nine_misses_back_off_by_doubling_and_the_tenth_fails_the_run() -> None:
                 "failed",
                 None,
                 at(now_ms + 10),
-                NOTE,
+                f"lease too short for this environment: {NOTE}",
             )
     assert waits == [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 256_000]
 
 
-def test_the_note_is_written_exactly_as_given() -> None:
+def test_the_note_is_written_whole_after_the_prefix_exactly_once() -> None:
     db = open_db()
     started(db, admission_misses=JOB_ADMISSION_MISS_MAX - 1)
     assert db.claim("run-1", "owner-1", LEASE_MS, now=T0) is not None
 
     assert db.miss("run-1", "owner-1", "  any text at all  ", now=T0) == JobMiss(10, failed=True)
-    assert read(db).last_error == "  any text at all  "
+    assert read(db).last_error == "lease too short for this environment:   any text at all  "
 
 
 def test_begin_resets_the_count_so_misses_are_consecutive() -> None:

@@ -52,7 +52,7 @@ MARGINS = st.sampled_from([0, 0.5, 2.5, 25, 250.7])
 CLOCK_STEPS = st.one_of(
     st.sampled_from([0, 1, 9, 10, 99, 100, 999, 1_000, 300_000]), st.integers(0, 1_200)
 )
-NOTE = "lease too short for this environment: model"
+NOTE = "model"
 TIME_FIELDS = ("started_at", "updated_at", "next_attempt_at", "ended_at", "lease_began_at")
 
 
@@ -114,7 +114,12 @@ class ModelStore:
         misses = (run["admission_misses"] or 0) + 1
         run.update(admission_misses=misses, updated_at=now, lease_owner=None, lease_began_at=None)
         if misses >= 10:
-            run.update(status="failed", next_attempt_at=None, ended_at=now, last_error=NOTE)
+            run.update(
+                status="failed",
+                next_attempt_at=None,
+                ended_at=now,
+                last_error=f"lease too short for this environment: {NOTE}",
+            )
             return JobMiss(misses, failed=True)
         wait = min(300_000, 1_000 * 2 ** (misses - 1))
         run.update(next_attempt_at=now + wait, ended_at=None)

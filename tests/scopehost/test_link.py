@@ -83,7 +83,7 @@ async def test_an_abandoned_request_is_delivered_late_and_its_write_lands(
     def observer(event: str, fields: dict[str, object]) -> None:
         seen.append((event, trio.current_time(), str(fields.get("leg", ""))))
 
-    async with open_scope_host(observer=observer) as host:
+    async with open_scope_host(clock=StoreClock(), observer=observer) as host:
 
         async def abandon_starts(call: LinkCall) -> RequestVerdict:
             return DeliverLate(500) if call.operation == "start_or_join" else None
@@ -198,3 +198,52 @@ async def test_equal_deadlines_wake_in_the_order_they_were_set(
         # Trio's scheduler's choice, so only membership and the time are fixed here.
         assert sorted(order) == [0, 1, 2, 3, 4]
         assert trio.current_time() == pytest.approx(0.1)
+
+
+async def test_the_network_moves_a_mock_clock_itself_only_when_asked(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_scope_host(jump_clock=True) as host:
+        link = Link(request_ms=30, reply_ms=5)
+        row = new_row("01RUNA")
+        await host.stub("s1", link=link).start_or_join(row.key, row)
+        assert trio.current_time() == pytest.approx(0.035)
+        # A Trio deadline earlier than the network's next entry is honoured on the way.
+        with trio.move_on_after(0.010):
+            await host.sleep_ms(50)
+        assert trio.current_time() == pytest.approx(0.045)
+    autojump_clock.autojump_threshold = 1.0
+    with pytest.raises(ValueError, match=r"^jump_clock=True moves a MockClock"):
+        async with open_scope_host(jump_clock=True):
+            pass
+
+
+async def test_the_network_reads_trios_deadline_heap_where_it_expects_it() -> None:
+    # A Trio release that moved its run's deadline heap would make the network silently fall
+    # back to the slower public statistics: this says so instead.
+    runner = trio._core._run.GLOBAL_RUN_CONTEXT.runner
+    assert callable(getattr(getattr(runner, "deadlines", None), "next_deadline", None)), (
+        "trio moved its run's deadline heap (runner.deadlines.next_deadline); update "
+        "scopehost._network._trio_next_deadline"
+    )
+    with trio.CancelScope(deadline=trio.current_time() + 7):
+        assert runner.deadlines.next_deadline() == pytest.approx(trio.current_time() + 7)
+    assert hasattr(runner, "runq"), (
+        "trio moved its run queue (runner.runq); update scopehost._network._Jumper"
+    )
+
+
+async def test_a_timed_entry_that_raises_takes_the_host_down_with_its_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    async def world() -> None:
+        async with open_scope_host(jump_clock=True) as host:
+            host.network.at(trio.current_time() + 0.001, boom)
+            await host.sleep_ms(10)
+
+    with pytest.raises(BaseExceptionGroup) as caught:
+        await world()
+    assert caught.group_contains(RuntimeError, match="^boom$")

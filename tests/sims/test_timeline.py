@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import functools
+import html
+import json
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from sims._faults import DelayLeg, FaultPlan, PauseDrive, StoreClockFault
+from sims import CheckReport, Finding, Simulation, simulate
+from sims._faults import DelayLeg, FaultPlan, LateRequest, PauseDrive, StoreClockFault
 from sims._run import WorldOutcome, WorldSetup, run_world
 from sims._timeline import (
     Lease,
@@ -19,6 +22,7 @@ from sims._timeline import (
     short,
     write_timeline,
 )
+from sims._timeline_page import _short_ms, legend_items
 from sims._trace import Trace
 from sims._world import DriveSpec, World
 
@@ -73,13 +77,17 @@ def test_page_highlights_the_double_run_of_a_late_begin() -> None:
     assert [band.get("data-run") for band in bands] == [run]
     texts = [e.text for e in svg.iter(f"{SVG}text")]
     assert f"double run: {short(run)}" in texts
-    assert {"drive cron", "drive alarm", "scope-1", "late BEGIN, seed 3"} <= set(texts)
+    assert {"drive cron", "drive alarm", "scope-1"} <= set(texts)
+    assert "<h1>late BEGIN, seed 3</h1>" in page
     titles = [e.text or "" for e in svg.iter(f"{SVG}title")]
     assert any("STALE" in title for title in titles)
     assert any("EXPIRED here, not released" in title for title in titles)
     assert any(title.startswith("BEGIN written") for title in titles)
-    assert "<script" not in page
-    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    # Self-contained: the script and style are inline, nothing is fetched.
+    assert not re.search(r"""\s(src|href)=["'](?!#)|@import|url\((?!#)""", page)
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "").replace(
+        '"http://www.w3.org/2000/svg"', ""
+    )
 
 
 def test_text_has_one_line_per_lane_and_marks_the_double_run() -> None:
@@ -189,3 +197,183 @@ def test_a_big_trace_is_aggregated_and_says_so() -> None:
     assert "more runs not drawn" in page
     text = render_terminal(trace, width=80)
     assert all(len(line) <= 80 for line in text.splitlines())
+
+
+# -- the page handed to someone alone ----------------------------------------------------------
+
+
+def _pieces(page: str) -> list[list[float]]:
+    match = re.search(r'<script type="application/json" id="timeline-data">(.*?)</script>', page)
+    assert match is not None
+    pieces: list[list[float]] = json.loads(match.group(1))["pieces"]
+    return pieces
+
+
+def _x_of(pieces: list[list[float]], t: float) -> float:
+    """The page's time scale, read back from the page: the last piece starting at or before t."""
+    t0, t1, x0, x1, _ = next(p for p in reversed(pieces) if p[0] <= t)
+    return (x0 + x1) / 2 if t1 <= t0 else x0 + min(max((t - t0) / (t1 - t0), 0), 1) * (x1 - x0)
+
+
+@functools.cache
+def _mutant_simulation() -> Simulation:
+    # A store that charges no attempt for a takeover of a BEGUN lease: two violations at once.
+    return simulate("late-begin", 1, mutant="takeover-charge")
+
+
+def _mutant_page() -> str:
+    simulation = _mutant_simulation()
+    return render_html(
+        simulation.outcome.trace,
+        title="late-begin with a mutant",
+        report=simulation.report,
+        mismatches=simulation.mismatches,
+        replay=simulation.replay_command,
+    )
+
+
+def test_page_states_verdict_words_plan_and_mutant() -> None:
+    simulation = _mutant_simulation()
+    page = _mutant_page()
+    assert len(simulation.report.violations) == 2
+    assert "VIOLATED — 2 invariant violations" in page
+    for finding in simulation.report.findings:
+        assert html.escape(finding.text) in page
+        assert f"[{finding.verdict}] {finding.check}</b>" in page
+    assert "<b>mutant takeover-charge</b>" in page
+    assert "A claim that takes over a BEGUN lease charges no attempt" in page
+    (fault,) = simulation.outcome.setup.plan.faults
+    assert f"<code>{html.escape(repr(fault))}</code>" in page
+    assert "--mutant takeover-charge</code>" in page
+    for mismatch in simulation.mismatches:
+        assert f"NOT AS DOCUMENTED: {html.escape(mismatch)}" in page
+
+
+def test_a_clean_page_says_so_and_checks_the_trace_itself_when_given_no_report() -> None:
+    outcome = _world(400.0)
+    page = render_html(outcome.trace, title="t")
+    assert '<p class="verdict ok" id="verdict">no invariant violated</p>' in page
+    assert "the checks were run on this trace when the page was drawn" in page
+    assert "the real scope store (no mutant)" in page
+    # A page given no report still finds a violation: it checks the trace itself.
+    mutated = render_html(_mutant_simulation().outcome.trace, title="t")
+    assert "VIOLATED — 2 invariant violations" in mutated
+
+
+def test_each_violation_is_marked_where_it_happened() -> None:
+    simulation = _mutant_simulation()
+    page = _mutant_page()
+    svg = _svg(page)
+    pieces = _pieces(page)
+    runs = {
+        e.get("data-finding"): e
+        for e in svg.iter(f"{SVG}circle")
+        if e.get("class") == "finding-ring"
+    }
+    badges = {e.get("data-finding"): e for e in svg.iter(f"{SVG}a")}
+    lines = {e.get("data-finding"): e for e in svg.iter(f"{SVG}line") if e.get("data-finding")}
+    (run_label,) = [e for e in svg.iter(f"{SVG}text") if e.get("x") == "18"]  # the run's row
+    for number, finding in enumerate(simulation.report.violations, 1):
+        key = str(number)
+        x = _x_of(pieces, finding.t)
+        badge = badges[key].find(f"{SVG}circle")
+        assert badge is not None
+        assert badge.get("fill") == "#d62728"
+        assert abs(float(badge.get("cx", "nan")) - x) < 0.1
+        assert abs(float(lines[key].get("x1", "nan")) - x) < 0.1
+        assert badges[key].get("href") == f"#finding-{number}"
+        assert f'<li id="finding-{number}" class="violation">' in page
+        # The ring sits on the run's own row.
+        ring = runs[key]
+        assert abs(float(ring.get("cx", "nan")) - x) < 0.1
+        assert abs(float(ring.get("cy", "nan")) - float(run_label.get("y", "nan"))) < 10
+    # Two violations at one instant: their badges stack instead of hiding each other.
+    ys = {badges[str(n)].find(f"{SVG}circle").get("cy") for n in (1, 2)}  # type: ignore[union-attr]
+    assert len(ys) == 2
+
+
+def test_the_axis_is_linear_where_it_is_not_cut_and_every_cut_says_its_length() -> None:
+    for page in (render_html(_world(400.0).trace, title="t"), _mutant_page()):
+        pieces = _pieces(page)
+        rates = [(x1 - x0) / (t1 - t0) for t0, t1, x0, x1, cut in pieces if not cut and t1 > t0]
+        assert max(rates) - min(rates) < 1e-6 * max(rates)
+        cuts = [p for p in pieces if p[4]]
+        labels = [
+            e.text or "" for e in _svg(page).iter(f"{SVG}text") if e.get("class") == "cut-label"
+        ]
+        assert cuts
+        assert labels == [f"{_short_ms(t1 - t0)} cut" for t0, t1, *_ in cuts]
+        # Every labelled tick sits where the scale puts its time.
+        axis = re.search(r'<g id="axis">(.*?)</g>', page)
+        assert axis is not None
+        ticks = re.findall(
+            r'<text x="([\d.]+)" y="[\d.]+" [^>]*>([\d\u2009.]+)</text>', axis.group(1)
+        )
+        assert len(ticks) >= 5
+        for x, label in ticks:
+            assert abs(_x_of(pieces, float(label.replace("\u2009", ""))) - float(x)) < 0.1
+
+
+def test_the_legend_explains_everything_drawn() -> None:
+    pages = [
+        render_html(_world(400.0).trace, title="t"),
+        _mutant_page(),
+        render_html(simulate("lease-expiry-between-steps", 1).outcome.trace, title="t"),
+        render_html(simulate("crash-after-begin", 1).outcome.trace, title="t"),
+        render_html(simulate("erasure-mid-pass", 1).outcome.trace, title="t"),
+        render_html(simulate("random", 35).outcome.trace, title="t"),
+        render_html(_late_request_world().trace, title="t"),
+    ]
+    drawn: set[str] = set()
+    for page in pages:
+        svg = _svg(page)
+        kinds = {e.get("data-k") for e in svg.iter() if e.get("data-k")}
+        legend = {e.get("data-legend") for e in svg.iter() if e.get("data-legend")}
+        assert kinds <= legend, kinds - legend
+        drawn |= {k for k in kinds if k}
+    # The pages above draw most kinds; the legend lists no kind that is never drawn by anything.
+    assert len(drawn) >= 20
+    assert {kind for kind, _, _ in legend_items()} >= drawn
+
+
+def _late_request_world() -> WorldOutcome:
+    # cron gives up on its BEGIN, which the wire delivers 1 s later: the store runs it anyway.
+    plan = FaultPlan((LateRequest(drive="cron", operation="begin", nth=1, ms=1000.0),))
+    return run_world(3, WorldSetup(plan=plan, objects=4), _late_begin)
+
+
+def test_a_request_given_up_on_and_delivered_late_is_drawn() -> None:
+    svg = _svg(render_html(_late_request_world().trace, title="t"))
+    kinds = [e.get("data-k") for e in svg.iter() if e.get("data-k")]
+    assert kinds.count("late-request") == 1
+    assert kinds.count("late-arrival") == 1
+
+
+def test_labels_are_shown_only_where_they_fit() -> None:
+    trace = _world(400.0).trace
+    svg = _svg(render_html(trace, title="t"))
+    fitted = [e for e in svg.iter(f"{SVG}g") if e.get("data-w") is not None]
+    steps = [e for e in fitted if (e.findtext(f"{SVG}text") or "").startswith("object-")]
+    # One name per step run (none is merged here: the steps are far wider than a pixel).
+    assert len(steps) == sum(len(p.steps) for p in build_timeline(trace).passes) > 0
+    for label in fitted:
+        fits = float(label.get("data-w", "nan")) >= float(label.get("data-n", "nan"))
+        assert (label.get("display") != "none") == fits
+    assert any(e.get("display") != "none" for e in fitted)
+
+
+def test_a_world_that_kept_no_trace_says_so_and_still_marks_its_findings() -> None:
+    trace = Trace(enabled=False, counts={"drive.tick": 2, "world.end": 1})
+    finding = Finding("effects", "explained", "01ABC", 1500.0, "effect landed 2 times")
+    page = render_html(
+        trace,
+        title="big",
+        report=CheckReport((finding,)),
+        mismatches=(),
+        plan=FaultPlan(),
+        plan_replaced=False,
+    )
+    assert "3 events happened, but this world did not keep its trace" in page
+    assert "none: no fault was injected" in page
+    (badge,) = [e for e in _svg(page).iter(f"{SVG}a") if e.get("data-finding") == "1"]
+    assert badge.get("href") == "#finding-1"

@@ -1,0 +1,192 @@
+"""A fault plan is checked against its world before anything runs; a fault that never fired is
+reported, and fails a scenario whose own plan documents it."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sims import (
+    CrashDrive,
+    DelayLeg,
+    DropLeg,
+    Evict,
+    Fault,
+    FaultPlan,
+    LateRequest,
+    PauseDrive,
+    StoreClockFault,
+    UpstreamFailure,
+    World,
+    WorldSetup,
+    draw_plan,
+    run_world,
+    scenario,
+    simulate,
+)
+from sims._catalog import _random_setup
+from sims._cli import main
+from sims._plan_check import PlanError, check_plan
+from sims._world import DriveSpec
+
+DRIVES = ("cron", "alarm")
+SCOPES = ("scope-1",)
+
+
+@pytest.mark.parametrize(
+    ("fault", "problem"),
+    [
+        (
+            DelayLeg(drive="crom", operation="begin", nth=1, leg="reply", ms=5.0),
+            "the world has no drive 'crom'; its drives are cron, alarm (a world declares its "
+            "drives in WorldSetup(drives=...))",
+        ),
+        (
+            DropLeg(drive="cron", operation="commit", nth=1, leg="reply"),
+            "a drive sends no operation 'commit'; its operations are start_or_join, due_keys, "
+            "claim, begin, miss, list, patch, commit_pass, begin_step, record_step, invoke",
+        ),
+        (
+            DropLeg(drive="cron", operation="begin", nth=1, leg="both"),  # type: ignore[arg-type]
+            "a call has no leg 'both'; its legs are request and reply",
+        ),
+        (
+            LateRequest(drive="alarm", operation="claim", nth=0, ms=5.0),
+            "nth=0; give a whole number >= 1 (the first is 1)",
+        ),
+        (
+            DelayLeg(drive="cron", operation="claim", nth=1, leg="request", ms=-1.0),
+            "ms=-1.0; give a finite number of ms >= 0",
+        ),
+        (
+            PauseDrive(drive="cron", nth=1, ms=float("inf")),
+            "ms=inf; give a finite number of ms >= 0",
+        ),
+        (
+            PauseDrive(drive="cron", nth=1, ms=5.0, where="mid-step"),  # type: ignore[arg-type]
+            "a walk has no pause point 'mid-step'; its points are pass-start, before-step, "
+            "after-effect, before-outcome",
+        ),
+        (
+            Evict(scope="scope-2", at_ms=10.0),
+            "the world has no scope 'scope-2'; its scopes are scope-1",
+        ),
+        (CrashDrive(drive="cron", at_ms=-3.0), "at_ms=-3.0; give a finite number of ms >= 0"),
+        (
+            CrashDrive(drive="cron", at_ms=3.0, down_ms=-1.0),
+            "down_ms=-1.0; give a finite number of ms >= 0",
+        ),
+        (UpstreamFailure(first=0), "first=0; give a whole number >= 1 (the first is 1)"),
+        (
+            UpstreamFailure(first=2, what="pages"),  # type: ignore[arg-type]
+            "the upstream has no calls of kind 'pages'; its kinds are any, page, object",
+        ),
+        (StoreClockFault(drift=-1.0), "drift=-1.0; give a number above -1 and below 1"),
+    ],
+)
+def test_a_fault_the_world_cannot_have_is_refused_in_one_line(fault: Fault, problem: str) -> None:
+    with pytest.raises(PlanError) as refused:
+        check_plan(FaultPlan((fault,)), drives=DRIVES, scopes=SCOPES)
+    assert str(refused.value) == f"fault {fault!r} cannot strike: {problem}"
+
+
+def test_a_second_store_clock_is_refused() -> None:
+    plan = FaultPlan((StoreClockFault(skew_ms=5.0), StoreClockFault(drift=0.01)))
+    with pytest.raises(PlanError, match=r"the store has one clock; give one StoreClockFault$"):
+        check_plan(plan, drives=DRIVES, scopes=SCOPES)
+
+
+def test_every_plan_the_swarm_draws_fits_its_world() -> None:
+    for seed in range(200):
+        setup = _random_setup(seed)
+        check_plan(setup.plan, drives=setup.drives, scopes=setup.scopes)
+        drawn = draw_plan(
+            random.Random(seed),
+            drives=DRIVES,
+            scopes=SCOPES,
+            lease_ms=1_000,
+            margin_ms=250,
+            horizon_ms=30_000,
+        )
+        check_plan(drawn, drives=DRIVES, scopes=SCOPES)
+
+
+def test_the_cli_refuses_a_plan_before_anything_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    plan = "FaultPlan((DelayLeg(drive='cron', operation='begin', nth=0, leg='reply', ms=5.0),))"
+    assert main(["run", "late-begin", "--plan", plan]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "error: fault DelayLeg(drive='cron', operation='begin', nth=0, leg='reply', ms=5.0) "
+        "cannot strike: nth=0; give a whole number >= 1 (the first is 1)\n"
+    )
+
+
+def test_a_drive_the_setup_does_not_declare_is_refused() -> None:
+    async def extra(world: World) -> None:
+        world.add_drive(DriveSpec(name="worker"))
+
+    with pytest.raises(BaseExceptionGroup) as raised:
+        run_world(1, WorldSetup(), extra)
+    leaf: BaseException = raised.value
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    assert str(leaf) == (
+        "drive 'worker' is not one of this world's drives (cron, alarm); declare it in "
+        "WorldSetup(drives=...), which is what a fault plan is checked against"
+    )
+    run_world(1, WorldSetup(drives=("worker",)), extra)
+
+
+def test_faults_that_never_fired_are_named_and_the_rest_are_not() -> None:
+    fires = DelayLeg(drive="cron", operation="begin", nth=1, leg="reply", ms=5.0)
+    misses = (
+        DelayLeg(drive="cron", operation="begin", nth=40, leg="reply", ms=5.0),
+        DropLeg(drive="alarm", operation="commit_pass", nth=30, leg="request"),
+        LateRequest(drive="cron", operation="miss", nth=1, ms=5.0),
+        PauseDrive(drive="alarm", nth=90, ms=5.0),
+        Evict(scope="scope-1", at_ms=10_000_000.0),
+        CrashDrive(drive="alarm", at_ms=10_000_000.0),
+        UpstreamFailure(first=10_000, count=2),
+    )
+    plan = FaultPlan((fires, *misses, UpstreamFailure(first=1, what="page")))
+    sim = simulate("late-begin", 1, plan=plan)
+    assert sim.outcome.unfired == misses
+    assert sim.ok  # a plan given by hand is only reported
+    told = [e for e in sim.outcome.trace.events if e["ev"] == "world.unfired"]
+    assert told[0]["faults"] == [repr(fault) for fault in misses]
+
+
+def test_the_cli_reports_an_unfired_fault_with_the_verdict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    plan = "FaultPlan((DelayLeg(drive='cron', operation='begin', nth=9, leg='reply', ms=5.0),))"
+    assert main(["run", "late-begin", "--plan", plan]) == 0
+    verdict = capsys.readouterr().out.split("\nverdict:\n")[1]
+    assert verdict.splitlines()[0] == (
+        "  1 fault never fired: "
+        "DelayLeg(drive='cron', operation='begin', nth=9, leg='reply', ms=5.0)"
+    )
+
+
+UNFIRED = DelayLeg(drive="cron", operation="begin", nth=30, leg="reply", ms=1_250.0)
+
+
+@scenario(
+    "documents-an-unfired-fault",
+    setup=WorldSetup(plan=FaultPlan((UNFIRED,)), objects=2),
+)
+async def documents_an_unfired_fault(world: World) -> None:
+    """A world whose own plan documents a BEGIN reply it never sends."""
+    world.add_drive(DriveSpec(name="cron"))
+    await world.start_walk("cron", "scope-1", objects=2, chunk=2)
+    world.every("cron", "scope-1", every_ms=500, first_ms=0, until_ms=5_000)
+    await world.settle(("scope-1",), horizon_ms=5_000, poll_ms=500)
+
+
+def test_a_scenario_whose_own_plan_did_not_fire_fails() -> None:
+    sim = simulate(f"{__file__}:documents-an-unfired-fault", 1)
+    assert sim.report.ok
+    assert sim.mismatches == (f"1 fault never fired: {UNFIRED!r}",)
+    assert not sim.ok
