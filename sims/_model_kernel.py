@@ -490,7 +490,7 @@ class KernelModel:
     def on_begin_reply(self, e: Row, p: PassModel) -> None:
         if e["ev"] == "rpc.deliver" and e.get("result") is True:
             p.begun = True
-            if p.tick is not None:
+            if p.tick is not None and p.tick.passes.get(p.run) == 1:
                 p.tick.runs_begun.add(p.run)
         elif e["ev"] == "rpc.deliver":
             p.begin_refused = True
@@ -507,7 +507,9 @@ class KernelModel:
 
     def on_miss_reply(self, e: Row, p: PassModel) -> None:
         if e["ev"] == "rpc.deliver" and p.tick is not None:
-            p.tick.tally("superseded")
+            # A miss ran no handler: superseded, except the one that failed the run (the tenth).
+            result = e.get("result")
+            p.tick.tally("failed" if result is not None and result.get("failed") else "superseded")
 
     def on_handler_invoke(self, e: Row) -> None:
         p = self.passes.get(e["owner"])
@@ -920,10 +922,16 @@ class KernelModel:
         for status in ("advanced", "completed", "retrying", "failed", "deferred", "superseded"):
             if report[status] != tick.outcomes.get(status, 0):
                 wrong.append(f"{status} {report[status]}, not {tick.outcomes.get(status, 0)}")
-        if report["attempted"] > len(tick.runs_won) or report["attempted"] < len(tick.runs_begun):
+        if report["attempted"] != len(tick.runs_begun):
             wrong.append(
                 f"attempted {report['attempted']}, though {len(tick.runs_begun)} run(s) began "
-                f"a pass and {len(tick.runs_won)} were claimed"
+                "their first pass of the call (a run is attempted when its handler ran)"
+            )
+        charged = report["retrying"] + report["failed"]
+        if len(report["errors"]) < charged:
+            wrong.append(
+                f"{len(report['errors'])} error entries for {charged} run(s) left retrying or "
+                "failed (each carries the error written on its record)"
             )
         if wrong:
             self.report(

@@ -176,9 +176,7 @@ _ABLATIONS: dict[str, tuple[type[ScopeDatabase], str]] = {
             "DueById",
             "The due read orders by id, not by when each run became due.",
             Ablation(
-                _SQL,
-                "ORDER BY COALESCE(next_attempt_at, started_at), id LIMIT ?",
-                "ORDER BY id LIMIT ?",
+                "scopehost._database", ') ORDER BY due_at, id LIMIT ?"', ') ORDER BY id LIMIT ?"'
             ),
         ),
         "store-due_keys",

@@ -97,7 +97,13 @@ def _setup(seed: int) -> WorldSetup:
         for nth in range(1, 12)
     )
     refused = DelayLeg(drive="alarm", operation="begin", nth=2, leg="request", ms=900.0)
-    return WorldSetup(scopes=SCOPES, lease_ms=1_000, objects=3, plan=FaultPlan((*late, refused)))
+    return WorldSetup(
+        scopes=SCOPES,
+        drives=("cron", "alarm", "late"),
+        lease_ms=1_000,
+        objects=3,
+        plan=FaultPlan((*late, refused)),
+    )
 
 
 def _spending() -> Any:
