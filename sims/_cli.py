@@ -90,6 +90,7 @@ fault plans (--plan): a FaultPlan of faults, written as Python values, e.g.
 {_fault_kinds_help()}
   Grammar: docs/fault-plans.md.
 
+the spec, and the words above: docs/protocol.md (the job-run protocol, with a glossary).
 your own jobs: docs/simulating-your-jobs.md (python -m sims run examples/FILE.py:NAME).
 exit codes: 0 clean, 1 a finding, 2 a usage error."""
 

@@ -35,9 +35,9 @@ ALLOWANCES: Final = {
         ),
         Allowance(
             "lone-surrogate",
-            "the reference refused text holding a lone surrogate (its SQLite driver cannot encode "
-            "one) and the target stored it, as a JavaScript runtime's SQLite does; the two stores "
-            "then hold different rows on purpose, so the history ends there",
+            "the reference refused text holding a lone surrogate (UTF-8, and so its SQLite, cannot "
+            "hold one) and the target stored it, as a JavaScript runtime's SQLite does; the two "
+            "stores then hold different rows on purpose, so the history ends there",
         ),
         Allowance(
             "wide-integer",
