@@ -68,5 +68,8 @@ JOB_ERASED_FINISHED_NOTE: Final = (
     "redacted by subject erasure (#37) — what this job run held about the subject is gone; "
     "that it ran, and when, is not"
 )
+#: The reason of the conflict raised when a dump copied into another scope holds a run id that
+#: scope already has: a copy never replaces a run.
+JOB_IMPORT_CLASH: Final = "job_import_clash"
 #: The reason of the conflict raised when a drive is asked to register a job it already has.
 JOB_ALREADY_REGISTERED: Final = "job_already_registered"

@@ -45,8 +45,9 @@ from driver import (
     job_run_list_limit,
     parse_iso_ms,
 )
+from driver._json import surrogate_message
 
-from ._dump import JobRunDump, JobStepDumpRow, export_rows, import_rows
+from ._dump import JobRunDump, JobStepDumpRow, export_rows, import_rows, validate_dump
 from ._erasure import shred_subject_rows
 from ._errors import ScopeFileGone
 from ._operations import ModuleOperation, merge_operations
@@ -113,11 +114,20 @@ def _time_ms(value: object, path: str) -> int:
     )
 
 
+def _check_storable(value: object, path: str) -> None:
+    """Refuse text SQLite cannot store (a lone surrogate has no UTF-8) before a write fails."""
+    if isinstance(value, str):
+        problem = surrogate_message(value)
+        if problem is not None:
+            raise ValidationFailed.at(path, problem)
+
+
 def _check_owner(owner: object) -> None:
     if not isinstance(owner, str) or not owner:
         raise ValidationFailed.at(
             "owner", f"is {owner!r}; pass the non-empty lease owner its claim was made with"
         )
+    _check_storable(owner, "owner")
 
 
 def _check_patch_owner(owner: object) -> None:
@@ -143,6 +153,7 @@ def _check_lease_ms(lease_ms: object) -> None:
 def _check_text(value: object, path: str, *, nullable: bool, remedy: str) -> None:
     if not (isinstance(value, str) or (nullable and value is None)):
         raise ValidationFailed.at(path, f"is {value!r}; {remedy}")
+    _check_storable(value, path)
 
 
 def _check_status(status: object, path: str) -> None:
@@ -154,6 +165,8 @@ def _check_status(status: object, path: str) -> None:
 
 def _check_patch(patch: JobRunPatch) -> None:
     _check_status(patch.status, "patch.status")
+    for column in ("cursor", "counters", "last_error"):
+        _check_storable(getattr(patch, column), f"patch.{column}")
     _check_whole(
         patch.attempts,
         "patch.attempts",
@@ -294,6 +307,8 @@ class ScopeDatabase:
     def start_or_join(self, key: JobRunKey, row: JobRunRow, *, now: str) -> JobRunRow:
         """The newest live run for ``key`` unchanged, or else ``row`` inserted — atomically."""
         _time_ms(now, "now")
+        for column, value in attrs.asdict(row).items():
+            _check_storable(value, f"row.{column}")
         if row.key != key:
             raise ValidationFailed.at(
                 "row",
@@ -334,6 +349,7 @@ class ScopeDatabase:
     def claim(self, id: str, owner: str, lease_ms: int, *, now: str) -> JobRunClaim | None:
         """``JOB_RUN_CLAIM_SQL`` at the store's now; None when the run was not running and due."""
         now_ms = _time_ms(now, "now")
+        _check_storable(id, "id")
         _check_owner(owner)
         _check_lease_ms(lease_ms)
         expiry = iso_from_ms(now_ms + lease_ms)
@@ -352,6 +368,7 @@ class ScopeDatabase:
         """``JOB_RUN_BEGIN_SQL``: True only while ``owner`` holds a lease that runs more than
         ``floor(margin_ms)`` past the store's now."""
         now_ms = _time_ms(now, "now")
+        _check_storable(id, "id")
         _check_owner(owner)
         if (
             not isinstance(margin_ms, int | float)
@@ -372,6 +389,7 @@ class ScopeDatabase:
         """An admission miss: release ``owner``'s unbegun claim, count it, and back off — or fail
         the run with ``note`` at the tenth. None when ``owner`` no longer held it unbegun."""
         _time_ms(now, "now")
+        _check_storable(id, "id")
         _check_owner(owner)
         _check_text(
             note, "note", nullable=False, remedy="pass the warning a tenth miss fails the run with"
@@ -402,6 +420,7 @@ class ScopeDatabase:
     def patch(self, id: str, patch: JobRunPatch, owner: str | None, *, now: str) -> bool:
         """``JOB_RUN_PATCH_SQL``: a pass outcome, only while ``owner`` holds the run."""
         _time_ms(now, "now")
+        _check_storable(id, "id")
         _check_patch_owner(owner)
         _check_patch(patch)
         with self._tx:
@@ -411,6 +430,7 @@ class ScopeDatabase:
         """The patch and the ledger drop together; the ledger only when the patch applied, so a
         stale holder's commit cannot empty the ledger of the pass that took the run over."""
         _time_ms(now, "now")
+        _check_storable(id, "id")
         _check_patch_owner(owner)
         _check_patch(patch)
         with self._tx:
@@ -425,6 +445,8 @@ class ScopeDatabase:
         """A step boundary: renew the lease to the store's now plus ``lease_ms`` and read the
         step's ledger row, together. ``held`` False means the pass lost the run."""
         now_ms = _time_ms(now, "now")
+        _check_storable(run_id, "run_id")
+        _check_storable(name, "name")
         _check_owner(owner)
         _check_lease_ms(lease_ms)
         expiry = iso_from_ms(now_ms + lease_ms)
@@ -449,6 +471,8 @@ class ScopeDatabase:
     ) -> bool:
         """Renew, then record one step attempt — both only while ``owner`` holds the run."""
         now_ms = _time_ms(now, "now")
+        _check_storable(run_id, "run_id")
+        _check_storable(name, "name")
         _time_ms(at, "at")
         _check_owner(owner)
         _check_lease_ms(lease_ms)
@@ -479,6 +503,7 @@ class ScopeDatabase:
             raise ValidationFailed.at(
                 "subject_id", f"is {subject_id!r}; name the data subject to erase"
             )
+        _check_storable(subject_id, "subject_id")
         with self._tx:
             return shred_subject_rows(self._conn, subject_id, now)
 
@@ -489,8 +514,9 @@ class ScopeDatabase:
             return export_rows(self._conn, self._scope_id)
 
     def import_dump(self, dump: JobRunDump, source_scope_id: str, *, now: str) -> int:
-        """Replay ``dump`` verbatim; from another scope, its running runs are failed as not
-        carried. Returns the number of runs imported."""
+        """Restore ``dump`` into the scope it came from (the job tables replaced by its rows), or
+        copy it into another (rows added, running runs failed as not carried, a clashing id a
+        ``Conflict``); every row validated first (see ``_dump``). Returns the runs imported."""
         _time_ms(now, "now")
         if not isinstance(dump, JobRunDump):
             raise ValidationFailed.at(
@@ -504,10 +530,9 @@ class ScopeDatabase:
                 f"is {source_scope_id!r} but the dump was exported from scope "
                 f"{dump.scope_id!r}; pass the scope the dump came from",
             )
+        validate_dump(dump)
         with self._tx:
-            return import_rows(
-                self._conn, dump, scope_id=self._scope_id, source_scope_id=source_scope_id, now=now
-            )
+            return import_rows(self._conn, dump, scope_id=self._scope_id, now=now)
 
     def invoke(self, operation: str, args: Mapping[str, Any], *, now: str) -> Any:
         """Run the module operation named ``operation`` inside one transaction."""

@@ -1,22 +1,42 @@
-"""Dumps: a scope's job runs and step ledgers, exported and replayed row for row.
+"""Dumps: a scope's job runs and step ledgers, exported row for row, validated, and imported.
 
 Rows travel verbatim — no decoding, no re-encoding — so a dump replays exactly what the source
-held, malformed JSON included (the operator read is what reports that, with ``decode_error``).
+held, JSON columns that do not parse included: the operator read is what reports those, with
+``decode_error``, and a pass on such a run fails with the reason on its record.
 
-The one thing a copy must not carry is a claim to run. A run that is ``running`` in a dump taken
-from another scope did not run there: it runs in the scope that asked for it, never in a copy, or
-one walk would run twice. So importing into a DIFFERENT scope fails every running run with a note
-saying where it came from; importing into its OWN scope (a restore) keeps it running, and resumable.
+Importing is one transaction, and one of two things:
+
+- A RESTORE, into the scope the dump was exported from: the scope's job tables are REPLACED by the
+  dump's rows (every run and step row the scope held is deleted, then the dump's are inserted), so
+  restoring an older dump can never leave two live runs for one key. Running runs stay running,
+  and resumable.
+- A COPY, into any other scope: the dump's rows are added. A running run in the copy did not run
+  there and must not run twice, so it is settled ``failed`` with ``not_carried_note``, no lease and
+  no due time, ``updated_at`` = ``ended_at`` = the store's now. A copy never replaces anything: a
+  run id (or a step row's run id) the scope already holds is a ``Conflict`` with reason
+  ``JOB_IMPORT_CLASH``, and nothing is written.
+
+Before anything is written every row is validated (``validate_dump``), and a bad dump is one
+``ValidationFailed`` naming the first bad row, by path (``dump.runs.3.status``) and run id.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
-from driver import JobRunRow
+from driver import (
+    JOB_IMPORT_CLASH,
+    JOB_RUN_STATUSES,
+    Conflict,
+    FieldError,
+    JobRunRow,
+    ValidationFailed,
+    parse_iso_ms,
+)
+from driver._json import surrogate_message
 
 from ._schema import RUNS_TABLE, STEPS_TABLE
 
@@ -68,8 +88,181 @@ def export_rows(conn: sqlite3.Connection, scope_id: str) -> JobRunDump:
     return JobRunDump(scope_id, runs, steps)
 
 
-def _carried(run: JobRunRow, *, foreign: bool, source_scope_id: str, now: str) -> JobRunRow:
-    if not foreign or run.status != "running":
+# -- validation ----------------------------------------------------------------------------------
+
+_STATUS_CHOICES: Final = ", ".join(repr(status) for status in JOB_RUN_STATUSES)
+_ISO: Final = "ISO-8601 UTC with milliseconds and Z, like '2026-10-04T12:00:00.000Z'"
+
+
+def _text_problem(value: object, *, nullable: bool, empty: bool) -> str | None:
+    if value is None and nullable:
+        return None
+    if not isinstance(value, str):
+        return "is not text" + (" or NULL" if nullable else "")
+    if not value and not empty:
+        return "is empty"
+    message = surrogate_message(value)
+    return None if message is None else message
+
+
+def _count_problem(value: object, *, nullable: bool) -> str | None:
+    if value is None and nullable:
+        return None
+    if type(value) is not int or value < 0:
+        return "is not a whole number of 0 or more" + (" or NULL" if nullable else "")
+    return None
+
+
+def _time_problem(value: object, *, nullable: bool) -> str | None:
+    if value is None and nullable:
+        return None
+    if isinstance(value, str):
+        try:
+            parse_iso_ms(value)
+            return None
+        except ValueError:
+            pass
+    return f"is not a time in {_ISO}" + (" or NULL" if nullable else "")
+
+
+def _run_problems(run: JobRunRow) -> list[tuple[str, str]]:
+    """``(column, problem)`` for each thing wrong with one run row, in column order."""
+    checks: list[tuple[str, str | None]] = [
+        ("id", _text_problem(run.id, nullable=False, empty=False)),
+        ("module_id", _text_problem(run.module_id, nullable=False, empty=False)),
+        ("job", _text_problem(run.job, nullable=False, empty=False)),
+        ("instance", _text_problem(run.instance, nullable=False, empty=False)),
+        # JSON columns travel verbatim: text is enough (the operator read tolerates the rest).
+        ("payload", _text_problem(run.payload, nullable=False, empty=True)),
+        ("subject_id", _text_problem(run.subject_id, nullable=True, empty=False)),
+        (
+            "status",
+            None
+            if run.status in JOB_RUN_STATUSES
+            else f"is {run.status!r}, not one of {_STATUS_CHOICES}",
+        ),
+        ("cursor", _text_problem(run.cursor, nullable=True, empty=True)),
+        ("counters", _text_problem(run.counters, nullable=False, empty=True)),
+        ("attempts", _count_problem(run.attempts, nullable=False)),
+        ("last_error", _text_problem(run.last_error, nullable=True, empty=True)),
+        ("started_at", _time_problem(run.started_at, nullable=False)),
+        ("updated_at", _time_problem(run.updated_at, nullable=False)),
+        ("next_attempt_at", _time_problem(run.next_attempt_at, nullable=True)),
+        ("ended_at", _time_problem(run.ended_at, nullable=True)),
+        ("lease_owner", _text_problem(run.lease_owner, nullable=True, empty=False)),
+        ("lease_began_at", _time_problem(run.lease_began_at, nullable=True)),
+        ("admission_misses", _count_problem(run.admission_misses, nullable=True)),
+    ]
+    problems = [(column, problem) for column, problem in checks if problem is not None]
+    if problems:
+        return problems
+    # The lease and the lifecycle, consistent with each other (only once every column is sound).
+    if run.status == "running":
+        if run.ended_at is not None:
+            problems.append(("ended_at", "is set on a running run, which has not ended"))
+        if run.lease_owner is not None and run.next_attempt_at is None:
+            problems.append(
+                ("next_attempt_at", "is NULL on a leased run: it is the lease's expiry")
+            )
+    else:
+        if run.ended_at is None:
+            problems.append(("ended_at", f"is NULL on a {run.status} run, which has ended"))
+        if run.lease_owner is not None:
+            problems.append(("lease_owner", f"is set on a {run.status} run, which no pass holds"))
+    if run.lease_began_at is not None and run.lease_owner is None:
+        problems.append(("lease_began_at", "is set with no lease_owner: nobody began"))
+    return problems
+
+
+def _step_problems(step: JobStepDumpRow) -> list[tuple[str, str]]:
+    checks: list[tuple[str, str | None]] = [
+        ("run_id", _text_problem(step.run_id, nullable=False, empty=False)),
+        ("step", _text_problem(step.step, nullable=False, empty=False)),
+        ("result", _text_problem(step.result, nullable=True, empty=True)),
+        ("attempts", _count_problem(step.attempts, nullable=False)),
+        ("last_error", _text_problem(step.last_error, nullable=True, empty=True)),
+        ("recorded_at", _time_problem(step.recorded_at, nullable=False)),
+    ]
+    return [(column, problem) for column, problem in checks if problem is not None]
+
+
+def _refuse(kind: str, index: int, what: str, problems: list[tuple[str, str]]) -> None:
+    column, problem = problems[0]
+    raise ValidationFailed([FieldError(f"dump.{kind}.{index}.{column}", f"{problem} ({what})")])
+
+
+def validate_dump(dump: Any) -> None:
+    """Raise ``ValidationFailed`` for the first problem of the first bad row of ``dump`` (one
+    error, by path ``dump.runs.<i>.<column>`` or ``dump.steps.<i>.<column>``, columns checked in
+    table order), else return.
+
+    A run row: every column of its declared type (ids and names non-empty text; payload, counters
+    and cursor text, whether or not it parses; status one of running, done, failed; counts whole
+    and not negative; times in the one ISO spelling, which also keeps them before the year
+    10000); no text holding a lone surrogate; a running run has no ``ended_at`` and, when leased,
+    a lease expiry (``next_attempt_at``); a finished run has an ``ended_at`` and no lease; a
+    ``lease_began_at`` only with a ``lease_owner``. Ids are unique, and at most one run per
+    ``(module_id, job, instance)`` is running. A step row: columns of their types, its ``run_id``
+    one of the dump's runs, ``(run_id, step)`` unique.
+    """
+    if not isinstance(dump, JobRunDump):
+        raise ValidationFailed.at(
+            "dump", f"is {dump!r}; pass the JobRunDump that export_dump returned"
+        )
+    if not (isinstance(dump.runs, tuple | list) and isinstance(dump.steps, tuple | list)):
+        raise ValidationFailed.at("dump", "holds runs and steps that are not sequences of rows")
+    ids: set[str] = set()
+    live: dict[tuple[str, str, str], str] = {}
+    for index, run in enumerate(dump.runs):
+        if not isinstance(run, JobRunRow):
+            raise ValidationFailed.at(f"dump.runs.{index}", f"is {run!r}, not a JobRunRow")
+        what = f"run {run.id!r}"
+        problems = _run_problems(run)
+        if not problems and run.id in ids:
+            problems = [("id", "appears twice in the dump")]
+        if not problems and run.status == "running":
+            key = (run.module_id, run.job, run.instance)
+            if key in live:
+                problems = [
+                    (
+                        "status",
+                        f"is 'running' for the key {key!r}, which run {live[key]!r} already "
+                        "holds live: one live run per key",
+                    )
+                ]
+            live[key] = run.id
+        if problems:
+            _refuse("runs", index, what, problems)
+        ids.add(run.id)
+    seen: set[tuple[str, str]] = set()
+    for index, step in enumerate(dump.steps):
+        if not isinstance(step, JobStepDumpRow):
+            raise ValidationFailed.at(f"dump.steps.{index}", f"is {step!r}, not a JobStepDumpRow")
+        what = f"step {step.step!r} of run {step.run_id!r}"
+        problems = _step_problems(step)
+        if not problems and step.run_id not in ids:
+            problems = [("run_id", "names no run in the dump")]
+        if not problems and (step.run_id, step.step) in seen:
+            problems = [("step", "appears twice for its run in the dump")]
+        if problems:
+            _refuse("steps", index, what, problems)
+        seen.add((step.run_id, step.step))
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+_RUN_INSERT: Final = (
+    f"INSERT INTO {RUNS_TABLE} ({', '.join(_RUN_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _RUN_COLUMNS)})"
+)
+_STEP_INSERT: Final = (
+    f"INSERT INTO {STEPS_TABLE} ({', '.join(_STEP_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _STEP_COLUMNS)})"
+)
+
+
+def _not_carried(run: JobRunRow, source_scope_id: str, now: str) -> JobRunRow:
+    if run.status != "running":
         return run
     return attrs.evolve(
         run,
@@ -88,26 +281,26 @@ def import_rows(
     dump: JobRunDump,
     *,
     scope_id: str,
-    source_scope_id: str,
     now: str,
 ) -> int:
-    """Replay ``dump`` into this scope (``INSERT OR REPLACE``) inside the caller's transaction;
-    returns the number of runs imported."""
-    foreign = dump.scope_id != scope_id
-    run_sql = (
-        f"INSERT OR REPLACE INTO {RUNS_TABLE} ({', '.join(_RUN_COLUMNS)}) "
-        f"VALUES ({', '.join('?' for _ in _RUN_COLUMNS)})"
-    )
-    conn.executemany(
-        run_sql,
-        (
-            attrs.astuple(_carried(run, foreign=foreign, source_scope_id=source_scope_id, now=now))
-            for run in dump.runs
-        ),
-    )
-    step_sql = (
-        f"INSERT OR REPLACE INTO {STEPS_TABLE} ({', '.join(_STEP_COLUMNS)}) "
-        f"VALUES ({', '.join('?' for _ in _STEP_COLUMNS)})"
-    )
-    conn.executemany(step_sql, (attrs.astuple(step) for step in dump.steps))
+    """Restore or copy an already validated ``dump`` (see the module docstring) inside the
+    caller's transaction; returns the number of runs imported."""
+    if dump.scope_id == scope_id:
+        conn.execute(f"DELETE FROM {STEPS_TABLE}")
+        conn.execute(f"DELETE FROM {RUNS_TABLE}")
+        runs = dump.runs
+    else:
+        held = {row[0] for row in conn.execute(f"SELECT id FROM {RUNS_TABLE}")}
+        held |= {row[0] for row in conn.execute(f"SELECT DISTINCT run_id FROM {STEPS_TABLE}")}
+        for index, run in enumerate(dump.runs):
+            if run.id in held:
+                raise Conflict(
+                    JOB_IMPORT_CLASH,
+                    f"dump.runs.{index}.id is {run.id!r}, which scope {scope_id!r} already "
+                    "holds; a copy never replaces a run — import into a scope without it, or "
+                    f"restore into scope {dump.scope_id!r}, where the dump came from",
+                )
+        runs = tuple(_not_carried(run, dump.scope_id, now) for run in dump.runs)
+    conn.executemany(_RUN_INSERT, (attrs.astuple(run) for run in runs))
+    conn.executemany(_STEP_INSERT, (attrs.astuple(step) for step in dump.steps))
     return len(dump.runs)

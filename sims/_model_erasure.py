@@ -1,11 +1,12 @@
 """The oracle's rules for the scope's own calls that rewrite many rows: erasure and import.
 
 Re-stated from the spec and the project's decisions (docs/checks.md says which), over the model's
-dict rows. Erasure: a run that DECLARES the subject loses everything it held (payload, a non-NULL
-cursor, every completed step result become the subject's tombstone; every error text, the run's
-and each step's, becomes the redaction note; a running run fails); a run reached only through a
-step result carrying the subject's classified envelope loses those step rows and is settled with
-the note, keeping its own payload and cursor. The count is the runs touched, each once, and a
+dict rows. Erasure: a run that HOLDS the subject (declares it, or its payload or cursor carries its
+classified envelope) loses everything it held (payload, a non-NULL cursor, every completed step
+result become the subject's tombstone; every error text, the run's and each step's, becomes the
+redaction note; a running run fails); a run reached only through step results carrying the
+envelope has those step rows shredded (tombstone, note) and is settled with the note, keeping its
+own payload, cursor and other steps. The count is the runs touched, each once, and a
 second erasure touches nothing. Import: into the scope the dump came from it is a restore (the
 tables become the dump's rows); into another scope running runs arrive failed as not carried, and
 a run id that already exists there refuses the whole import.
@@ -20,11 +21,6 @@ from driver import JOB_ERASED_FINISHED_NOTE, JOB_ERASED_RUNNING_NOTE
 
 Row = dict[str, Any]
 Steps = dict[tuple[str, str], Row]
-
-#: Whether erasure replaces each STEP's error text with the redaction note too. The rule the
-#: project adopted says yes; the store does not do it yet, so until it does the model expects step
-#: error texts kept, as the store keeps them (docs/checks.md). Turn this on with the store change.
-STEP_ERRORS_REDACTED = False
 
 #: A predicted refusal: the store must answer with an error and write nothing.
 REFUSED = "<refused>"
@@ -105,18 +101,22 @@ def erase_subject(runs: dict[str, Row], steps: Steps, subject: str, now: str) ->
     for run_id in sorted(runs):
         row = runs[run_id]
         own = [steps[k] for k in by_run.get(run_id, [])]
-        if row.get("subject_id") == subject:
-            if not _declared_holds(row, own, subject):
+        note = _note(row)
+        holds = (
+            row.get("subject_id") == subject
+            or carries(row["payload"], subject)
+            or carries(row["cursor"], subject)
+        )
+        if holds:
+            if not _still_held(row, own, subject):
                 continue
-            note = _note(row)
-            if tombstone_of(row["payload"]) != subject:
-                row["payload"] = stone
-            if row["cursor"] is not None and tombstone_of(row["cursor"]) != subject:
+            row["payload"] = stone
+            if row["cursor"] is not None:
                 row["cursor"] = stone
             for step in own:
-                if step["result"] is not None and tombstone_of(step["result"]) != subject:
+                if step["result"] is not None:
                     step["result"] = stone
-                if STEP_ERRORS_REDACTED and step["last_error"] is not None:
+                if step["last_error"] is not None:
                     step["last_error"] = note
             _settle(row, now)
             touched += 1
@@ -125,21 +125,21 @@ def erase_subject(runs: dict[str, Row], steps: Steps, subject: str, now: str) ->
         if not carrying:
             continue
         for step in carrying:
-            del steps[(run_id, step["step"])]
+            step["result"] = stone
+            if step["last_error"] is not None:
+                step["last_error"] = note
         _settle(row, now)
         touched += 1
     return touched
 
 
-def _declared_holds(row: Row, own: list[Row], subject: str) -> bool:
-    """A declaring run still holds something: a value not yet the subject's tombstone, or an error
-    text other than the redaction note."""
+def _still_held(row: Row, own: list[Row], subject: str) -> bool:
+    """A run holding the subject still has something of it: a value not yet the subject's
+    tombstone, or an error text (the run's or a step's) other than a redaction note."""
     values = [row["payload"], row["cursor"], *(s["result"] for s in own)]
     if any(v is not None and tombstone_of(v) != subject for v in values):
         return True
-    errors = [row["last_error"]]
-    if STEP_ERRORS_REDACTED:
-        errors += [s["last_error"] for s in own]
+    errors = [row["last_error"], *(s["last_error"] for s in own)]
     return any(e is not None and e not in _NOTES for e in errors)
 
 
@@ -171,7 +171,8 @@ def import_rows(
         for s in dump_steps:
             steps[(s["run_id"], s["step"])] = dict(s)
         return len(dump_runs), "an import into its own scope is a restore: the dump's rows replace"
-    if any(r["id"] in runs for r in dump_runs):
+    held = set(runs) | {key[0] for key in steps}
+    if any(r["id"] in held for r in dump_runs):
         return REFUSED, "an import into another scope never replaces a run that exists there"
     for r in dump_runs:
         row = dict(r)

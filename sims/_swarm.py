@@ -8,19 +8,24 @@ spec's edges:
 * policies: the walk's and the chore's own retry policies, and per-step policies narrower and
   wider than the job's (a step may narrow its job's, never widen it);
 * chores: a second job whose handler omits its cursor, counts, reuses step names across passes,
-  uses one name twice in one pass (refused), throws, and has step bodies that fail a few times;
+  uses one name twice in one pass (refused), throws, returns a cursor that is not queue-safe
+  (refused), and has step bodies that fail a few times, some asking afterwards for fewer attempts
+  than they spent (a step spent by its own narrower policy);
 * orphans: runs of a job no drive registers, started first so they head the due order, with drives
-  whose ``limit`` is 1 or 2 (the limit counts RUNNABLE runs); a deploy registers the job at the end;
+  whose ``limit`` is 1 or 2 (the limit counts RUNNABLE runs) and that may take up to three passes
+  per run in one call; a deploy registers the job at the end;
 * the system door held for a while (deferral: nothing charged);
 * starts: a join of a live key, a second start of a key under another subject (refused), a payload
-  that is not queue-safe (refused before any row), one instance name live in several scopes;
+  that is not queue-safe (refused before any row), one instance name live in several scopes, and a
+  key started again once its run has ended (a new run, not a join);
 * erasure of a subject while passes hold its runs, and of another after its runs finished;
 * export and import: a dump of one scope imported into another mid-world, and a scope restored
   from its own dump once it is quiet;
 * a drive whose claims come back too late to begin, on a scope of its own: admission misses up
   to the tenth, which fails the run;
 * spec-edge faults added to the drawn plan: a BEGIN request held past the lease (refused), a BEGIN
-  reply held past the margin (the documented double run), abandoned requests delivered late.
+  reply held past the margin (the documented double run), a pause past the lease before a step,
+  inside one or before the outcome, abandoned requests delivered late.
 
 Everything is drawn from the world's named random streams, so a seed replays byte for byte.
 """
@@ -66,6 +71,8 @@ class Swarm:
     chore_retry: RetryPolicy
     chores: tuple[dict[str, Any], ...]
     limits: tuple[int | None, int | None]
+    #: Passes per run in one drive call, for the cron and the alarm.
+    passes: tuple[int, int]
     orphans: int
     hold_door: tuple[str, float, float] | None
     starts: bool
@@ -75,6 +82,10 @@ class Swarm:
     export_ms: float | None
     restore: bool
     slow_drive: bool
+    #: Once every run has ended, a key is started again: a new run, never a join of the old.
+    restart: bool
+    #: Operator reads through a drive, mid-world and at the end, with limits at the clamp's edges.
+    reads: tuple[JobRunFilter, ...]
 
 
 def _policy(rng: random.Random, max_attempts: int) -> RetryPolicy:
@@ -112,13 +123,29 @@ def _chore(rng: random.Random, job: RetryPolicy, index: int) -> dict[str, Any]:
         )
     return {
         "index": index,
-        "passes": rng.randint(1, 3),
+        "passes": rng.randint(1, 4),
         "steps": steps,
         "omit_cursor": rng.random() < 0.5,
         "reuse": rng.random() < 0.3,
         "catch_reuse": rng.random() < 0.5,
         "throws": rng.choice((0, 0, 1, 2, 5)),
+        # Once, a cursor that is not queue-safe: the pass is refused it and fails.
+        "bad_cursor": rng.random() < 0.3,
     }
+
+
+def _read(rng: random.Random) -> JobRunFilter:
+    """An operator's filter: a limit at the edges of the clamp, and maybe a narrowing field."""
+    limit = rng.choice((None, -1, 0, 1, 2, 2.7, 501, 10_000, math.inf, math.nan))
+    narrowing: dict[str, Any] = rng.choice(
+        (
+            {},
+            {"status": rng.choice(("running", "done", "failed"))},
+            {"instance": rng.choice(("a", "b", "c"))},
+            {"module_id": WALK_MODULE, "job": rng.choice(("walk", CHORE_JOB, ORPHAN_JOB))},
+        )
+    )
+    return JobRunFilter(limit=limit, **narrowing)
 
 
 def draw_swarm(rng: random.Random) -> Swarm:
@@ -127,7 +154,7 @@ def draw_swarm(rng: random.Random) -> Swarm:
     def on(p: float = 0.5) -> bool:
         return rng.random() < p
 
-    walk_retry = _policy(rng, rng.choice((1, 2, 3, 5))) if on() else None
+    walk_retry = _policy(rng, rng.choice((1, 1, 2, 3, 5))) if on() else None
     chore_retry = _policy(rng, rng.choice((1, 2, 3, 4)))
     chores = tuple(_chore(rng, chore_retry, i) for i in range(rng.randint(1, 2))) if on(0.7) else ()
     limits = (rng.choice((None, 1, 2)), rng.choice((None, 1, 2)))
@@ -136,6 +163,7 @@ def draw_swarm(rng: random.Random) -> Swarm:
         chore_retry=chore_retry,
         chores=chores,
         limits=limits,
+        passes=(rng.choice((1, 1, 3)), rng.choice((1, 1, 3))),
         orphans=rng.randint(1, 3) if on(0.4) else 0,
         hold_door=(
             (rng.choice(SWARM_SCOPES[:2]), rng.uniform(0, 3_000), rng.uniform(100, 5_000))
@@ -149,6 +177,8 @@ def draw_swarm(rng: random.Random) -> Swarm:
         export_ms=rng.uniform(0, 3_000) if on(0.3) else None,
         restore=on(0.3),
         slow_drive=on(0.15),
+        restart=on(0.4),
+        reads=tuple(_read(rng) for _ in range(rng.randint(1, 3))) if on(0.4) else (),
     )
 
 
@@ -167,7 +197,7 @@ def edge_faults(
                 ms=lease_ms * 1.5,
             )
         )
-    if rng.random() < 0.2:  # BEGIN's reply is late past the margin: the documented double run
+    if rng.random() < 0.35:  # BEGIN's reply is late past the margin: the documented double run
         faults.append(
             DelayLeg(
                 drive=rng.choice(drives),
@@ -177,13 +207,13 @@ def edge_faults(
                 ms=rng.choice((margin_ms + 1, lease_ms + 250.0, lease_ms * 2.0, lease_ms * 3.0)),
             )
         )
-    if rng.random() < 0.25:  # a pass stops longer than its lease: taken over, it learns at a step
+    if rng.random() < 0.3:  # a pass stops past its lease: taken over, it learns at its next write
         faults.append(
             PauseDrive(
                 drive=rng.choice(drives),
                 nth=rng.randint(1, 3),
                 ms=rng.choice((lease_ms * 1.5, lease_ms * 2.5)),
-                where=rng.choice(("before-step", "after-effect")),
+                where=rng.choice(("before-step", "after-effect", "before-outcome")),
             )
         )
     if rng.random() < 0.3:  # a stale owner's write arrives during a later pass
@@ -209,6 +239,7 @@ class SwarmWorld:
         self.failures: Counter[tuple[str, str]] = Counter()
         self.thrown: Counter[str] = Counter()
         self.reused: set[str] = set()
+        self.bad_cursor: set[str] = set()
         #: The run each pass holds, by scope, followed from the trace (see ``_follow``).
         self.leases: dict[str, dict[str, str]] = {scope: {} for scope in SWARM_SCOPES}
         self.scope_of: dict[str, str] = {}
@@ -242,7 +273,10 @@ class SwarmWorld:
             self.thrown[run_id] += 1
             raise RuntimeError(f"chore {plan['index']} throws ({self.thrown[run_id]})")
         last = done + 1 >= plan["passes"]
-        if plan["omit_cursor"]:
+        if plan.get("bad_cursor") and run_id not in self.bad_cursor:
+            self.bad_cursor.add(run_id)
+            return JobPassResult(cursor={"pass": math.inf}, done=last)
+        if plan["omit_cursor"] and done % 2 == 1:  # a cursor, then none: the last one is kept
             return JobPassResult(done=last)
         return JobPassResult(cursor={"pass": done + 1}, done=last)
 
@@ -274,6 +308,11 @@ class SwarmWorld:
             )
         except (Conflict, ValidationFailed) as err:
             self.world.note(f"start of {job}/{instance} on {scope} refused: {err}")
+            return
+        except Exception as err:  # a broken store's answer: the checks judge it
+            self.world.note(
+                f"start of {job}/{instance} on {scope} failed: {type(err).__name__}: {err}"
+            )
             return
         self.world.trace.record("world.start", {"drive": drive, "scope": scope, "run": run.id})
 
@@ -308,6 +347,8 @@ class SwarmWorld:
             await self.start("alarm", "scope-1", "walk", "a", walk, SUBJECTS[0])  # joins
             await self.start("alarm", "scope-1", "walk", "a", walk, "subject-9")  # refused
             await self.start("cron", "scope-2", "walk", "d", {"objects": math.nan}, None)
+        if swarm.reads:
+            world.nursery.start_soon(self._read_at, rng.uniform(0, 3_000))
         if swarm.hold_door is not None:
             world.nursery.start_soon(self._hold_door, *swarm.hold_door)
         if swarm.erase_mid_ms is not None:
@@ -328,12 +369,18 @@ class SwarmWorld:
                 WALK_MODULE, ORPHAN_JOB, self.orphan, lease_ms=world.lease_ms
             )
             await self._drive_until_quiet(rng, except_job=None)
+        if swarm.restart:
+            world.note("a walk whose run has ended is started again")
+            await self.start("cron", "scope-1", "walk", "b", {"objects": 2, "chunk": 2}, None)
+            await self._drive_until_quiet(rng, except_job=None)
         await self._settle(SWARM_SCOPES[2:], except_job=None)
         slow.set()
         if swarm.restore:
             await self._copy_at(world.now_ms(), "scope-1", "scope-1")
         if swarm.erase_after:
             await self._erase_at(world.now_ms(), SUBJECTS[1])
+        if swarm.reads:
+            await self._read_at(world.now_ms())
 
     async def _drive_until_quiet(self, rng: random.Random, *, except_job: str | None) -> None:
         """The cron (every 1 s) and the alarm (every 0.7 s; each less often while idle) tick both
@@ -349,6 +396,7 @@ class SwarmWorld:
                 every_ms=1_000,
                 first_ms=first + rng.uniform(0, 1_000),
                 limit=self.swarm.limits[0],
+                max_passes=self.swarm.passes[0],
                 stop=stop,
             )
             self._tick(
@@ -357,6 +405,7 @@ class SwarmWorld:
                 every_ms=700,
                 first_ms=first + rng.uniform(0, 1_500),
                 limit=self.swarm.limits[1],
+                max_passes=self.swarm.passes[1],
                 stop=stop,
             )
         await self._settle(SWARM_SCOPES[:2], except_job=except_job)
@@ -371,6 +420,7 @@ class SwarmWorld:
         first_ms: float,
         limit: int | None,
         stop: trio.Event,
+        max_passes: int = 1,
     ) -> None:
         world = self.world
 
@@ -380,7 +430,7 @@ class SwarmWorld:
                 await world.sleep_until_ms(at)
                 if stop.is_set():
                     return
-                report = await world.drives[drive].tick(scope, limit=limit)
+                report = await world.drives[drive].tick(scope, max_passes=max_passes, limit=limit)
                 # An alarm that found nothing to do while no pass holds a lease there sets itself
                 # further out, up to 16 times its cadence: a deferral's minute or a backoff costs
                 # a few ticks, not a hundred. While a lease is held it keeps its cadence, ready
@@ -428,6 +478,20 @@ class SwarmWorld:
                     break
             else:
                 return
+
+    async def _read_at(self, at_ms: float) -> None:
+        """An operator reads the runs through the alarm's wire (traced, so the checks see the
+        filter and the rows it got)."""
+        world = self.world
+        await world.sleep_until_ms(at_ms)
+        for index, read in enumerate(self.swarm.reads):
+            scope = SWARM_SCOPES[index % 2]
+            try:
+                runs = await world.drives["alarm"].driver.job_runs(scope, read)
+            except Exception as err:  # a lost leg, an evicted scope: an operator just retries
+                world.note(f"an operator's read of {scope} failed: {type(err).__name__}")
+                continue
+            world.note(f"an operator reads {len(runs)} run(s) of {scope} with {read!r}")
 
     async def _hold_door(self, scope: str, at_ms: float, for_ms: float) -> None:
         world = self.world

@@ -268,7 +268,8 @@ class Sheet:
             cut_width=CUT_WIDTH,
             # No floor under a kept piece: the axis is linear wherever it is not cut.
             min_width=0,
-            max_cuts=(WIDTH - LEFT - RIGHT) // 40,
+            # Without events (a trace not kept) nothing says a gap was idle: cut nothing.
+            max_cuts=(WIDTH - LEFT - RIGHT) // 40 if model.events else 0,
         )
         self.top = self.plot_top()
         self.layout = build_layout(model, self.top + 8)

@@ -57,6 +57,9 @@ class Refusal extends Error {
   }
 }
 
+// A copy that would replace a run the scope holds: the wire's `conflict` (no paths).
+class Clash extends Error {}
+
 // -- time: ISO-8601 UTC with milliseconds and Z, the one spelling whose string order is time order --
 
 const ISO = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z$/;
@@ -188,13 +191,15 @@ function parsed(text) {
 
 const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
 
-function isTombstone(text) {
+// An erasure tombstone, of `subjectId` when one is given (another subject's is not this one's).
+function isTombstone(text, subjectId) {
   const read = parsed(text);
   if (!read.ok || !isObject(read.value)) return false;
   const keys = Object.keys(read.value);
   if (keys.length !== 1 || keys[0] !== REDACTED_KEY) return false;
   const inner = read.value[REDACTED_KEY];
-  return isObject(inner) && inner.reason === ERASURE_REASON;
+  if (!isObject(inner) || inner.reason !== ERASURE_REASON) return false;
+  return subjectId === undefined || inner.subjectId === subjectId;
 }
 
 function carriesEnvelope(value, subjectId) {
@@ -225,6 +230,108 @@ function notCarriedNote(sourceScopeId) {
   );
 }
 
+// -- dumps: validated row by row before anything is written (mirrors validate_dump) --------------
+
+// A lone surrogate: text UTF-8, and so SQLite, cannot hold.
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function textProblem(value, nullable, empty) {
+  if (value === null && nullable) return null;
+  if (typeof value !== "string") return "is not text";
+  if (value === "" && !empty) return "is empty";
+  return LONE_SURROGATE.test(value) ? "holds a lone surrogate" : null;
+}
+
+function countProblem(value, nullable) {
+  if (value === null && nullable) return null;
+  return Number.isInteger(value) && value >= 0 ? null : "is not a whole number of 0 or more";
+}
+
+function timeProblem(value, nullable) {
+  if (value === null && nullable) return null;
+  return parseIso(value) === null ? "is not a time in the one ISO spelling" : null;
+}
+
+function runProblems(run) {
+  const checks = [
+    ["id", textProblem(run.id, false, false)],
+    ["module_id", textProblem(run.module_id, false, false)],
+    ["job", textProblem(run.job, false, false)],
+    ["instance", textProblem(run.instance, false, false)],
+    ["payload", textProblem(run.payload, false, true)],
+    ["subject_id", textProblem(run.subject_id, true, false)],
+    ["status", STATUSES.includes(run.status) ? null : "is not a status"],
+    ["cursor", textProblem(run.cursor, true, true)],
+    ["counters", textProblem(run.counters, false, true)],
+    ["attempts", countProblem(run.attempts, false)],
+    ["last_error", textProblem(run.last_error, true, true)],
+    ["started_at", timeProblem(run.started_at, false)],
+    ["updated_at", timeProblem(run.updated_at, false)],
+    ["next_attempt_at", timeProblem(run.next_attempt_at, true)],
+    ["ended_at", timeProblem(run.ended_at, true)],
+    ["lease_owner", textProblem(run.lease_owner, true, false)],
+    ["lease_began_at", timeProblem(run.lease_began_at, true)],
+    ["admission_misses", countProblem(run.admission_misses, true)],
+  ].filter(([, problem]) => problem !== null);
+  if (checks.length > 0) return checks;
+  const problems = [];
+  if (run.status === "running") {
+    if (run.ended_at !== null) problems.push(["ended_at", "is set on a running run"]);
+    if (run.lease_owner !== null && run.next_attempt_at === null) {
+      problems.push(["next_attempt_at", "is null on a leased run"]);
+    }
+  } else {
+    if (run.ended_at === null) problems.push(["ended_at", "is null on a finished run"]);
+    if (run.lease_owner !== null) problems.push(["lease_owner", "is set on a finished run"]);
+  }
+  if (run.lease_began_at !== null && run.lease_owner === null) {
+    problems.push(["lease_began_at", "is set with no lease_owner"]);
+  }
+  return problems;
+}
+
+function stepProblems(step) {
+  return [
+    ["run_id", textProblem(step.run_id, false, false)],
+    ["step", textProblem(step.step, false, false)],
+    ["result", textProblem(step.result, true, true)],
+    ["attempts", countProblem(step.attempts, false)],
+    ["last_error", textProblem(step.last_error, true, true)],
+    ["recorded_at", timeProblem(step.recorded_at, false)],
+  ].filter(([, problem]) => problem !== null);
+}
+
+function validateDump(dump) {
+  const ids = new Set();
+  const live = new Map();
+  dump.runs.forEach((run, index) => {
+    let problems = isObject(run) ? runProblems(run) : [["", "is not a run row"]];
+    if (problems.length === 0 && ids.has(run.id)) problems = [["id", "appears twice"]];
+    if (problems.length === 0 && run.status === "running") {
+      const key = JSON.stringify([run.module_id, run.job, run.instance]);
+      if (live.has(key)) problems = [["status", "is a second live run for its key"]];
+      live.set(key, run.id);
+    }
+    if (problems.length > 0) {
+      const [column, problem] = problems[0];
+      throw new Refusal(`dump.runs.${index}${column ? `.${column}` : ""}`, problem);
+    }
+    ids.add(run.id);
+  });
+  const seen = new Set();
+  dump.steps.forEach((step, index) => {
+    let problems = isObject(step) ? stepProblems(step) : [["", "is not a step row"]];
+    const key = JSON.stringify([step?.run_id, step?.step]);
+    if (problems.length === 0 && !ids.has(step.run_id)) problems = [["run_id", "names no run"]];
+    if (problems.length === 0 && seen.has(key)) problems = [["step", "appears twice"]];
+    if (problems.length > 0) {
+      const [column, problem] = problems[0];
+      throw new Refusal(`dump.steps.${index}${column ? `.${column}` : ""}`, problem);
+    }
+    seen.add(key);
+  });
+}
+
 // -- the store ------------------------------------------------------------------------------------
 
 const rowOf = (record) => Object.fromEntries(RUN_COLUMNS.map((name) => [name, record[name] ?? null]));
@@ -249,6 +356,9 @@ export class Scope extends DurableObject {
       const result = operation.call(this, args, request.now, request.scope);
       return { ok: true, result: result === undefined ? null : result };
     } catch (error) {
+      if (error instanceof Clash) {
+        return { ok: false, error: { code: "conflict", message: error.message } };
+      }
       if (error instanceof Refusal) {
         return {
           ok: false,
@@ -461,56 +571,86 @@ const OPERATIONS = {
     });
   },
 
+  // Mirrors scopehost/_erasure.py: a run that holds the subject (declares it, or its payload or
+  // cursor carries an envelope) is redacted whole, error text included; a run reached only through
+  // step results has those step rows shredded and is settled, its payload and cursor kept.
   shred_subject({ subject_id }, now) {
     timeMs(now, "now");
     if (typeof subject_id !== "string" || subject_id === "") {
       throw new Refusal("subject_id", "must name the data subject to erase");
     }
     return this.tx(() => {
-      const resultsByRun = new Map();
-      for (const { run_id, result } of this.sql.exec(
-        "SELECT run_id, result FROM _substrat_job_steps WHERE result IS NOT NULL",
+      const stepsByRun = new Map();
+      for (const { run_id, step, result, last_error } of this.sql.exec(
+        "SELECT run_id, step, result, last_error FROM _substrat_job_steps ORDER BY run_id, step",
       )) {
-        if (!resultsByRun.has(run_id)) resultsByRun.set(run_id, []);
-        resultsByRun.get(run_id).push(result);
-      }
-      const touched = [];
-      for (const run of this.sql.exec(
-        "SELECT id, subject_id, status, payload, cursor FROM _substrat_job_runs ORDER BY id",
-      )) {
-        const held = [run.payload, run.cursor, ...(resultsByRun.get(run.id) ?? [])];
-        const stillHolds = (text) => text !== null && !isTombstone(text);
-        if (
-          held.some((text) => textCarries(text, subject_id)) ||
-          (run.subject_id === subject_id && held.some(stillHolds))
-        ) {
-          touched.push(run);
-        }
+        if (!stepsByRun.has(run_id)) stepsByRun.set(run_id, []);
+        stepsByRun.get(run_id).push({ step, result, last_error });
       }
       const stone = tombstone(subject_id, now);
-      for (const run of touched) {
-        this.sql.exec(
-          "UPDATE _substrat_job_steps SET result = ? WHERE run_id = ? AND result IS NOT NULL",
-          stone, run.id,
-        );
-        if (run.status === "running") {
+      const unredactedValue = (text) => text !== null && !isTombstone(text, subject_id);
+      const unredactedError = (text) =>
+        text !== null && text !== JOB_ERASED_RUNNING_NOTE && text !== JOB_ERASED_FINISHED_NOTE;
+      let touched = 0;
+      const runs = this.sql
+        .exec(
+          "SELECT id, subject_id, status, payload, cursor, last_error FROM _substrat_job_runs " +
+            "ORDER BY id",
+        )
+        .toArray();
+      for (const run of runs) {
+        const steps = stepsByRun.get(run.id) ?? [];
+        const note = run.status === "running" ? JOB_ERASED_RUNNING_NOTE : JOB_ERASED_FINISHED_NOTE;
+        const holds =
+          run.subject_id === subject_id ||
+          textCarries(run.payload, subject_id) ||
+          textCarries(run.cursor, subject_id);
+        if (holds) {
+          const unredacted =
+            unredactedValue(run.payload) ||
+            unredactedValue(run.cursor) ||
+            unredactedError(run.last_error) ||
+            steps.some((s) => unredactedValue(s.result) || unredactedError(s.last_error));
+          if (!unredacted) continue;
+          this.sql.exec(
+            "UPDATE _substrat_job_steps SET " +
+              "result = CASE WHEN result IS NULL THEN NULL ELSE ? END, " +
+              "last_error = CASE WHEN last_error IS NULL THEN NULL ELSE ? END WHERE run_id = ?",
+            stone, note, run.id,
+          );
           this.sql.exec(
             "UPDATE _substrat_job_runs SET payload = ?, " +
-              "cursor = CASE WHEN cursor IS NULL THEN NULL ELSE ? END, status = 'failed', " +
-              "last_error = ?, updated_at = ?, next_attempt_at = NULL, ended_at = ?, " +
-              "lease_owner = NULL, lease_began_at = NULL WHERE id = ?",
-            stone, stone, JOB_ERASED_RUNNING_NOTE, now, now, run.id,
+              "cursor = CASE WHEN cursor IS NULL THEN NULL ELSE ? END WHERE id = ?",
+            stone, stone, run.id,
+          );
+        } else {
+          const carrying = steps.filter((s) => textCarries(s.result, subject_id));
+          if (carrying.length === 0) continue;
+          for (const s of carrying) {
+            this.sql.exec(
+              "UPDATE _substrat_job_steps SET result = ?, " +
+                "last_error = CASE WHEN last_error IS NULL THEN NULL ELSE ? END " +
+                "WHERE run_id = ? AND step = ?",
+              stone, note, run.id, s.step,
+            );
+          }
+        }
+        if (run.status === "running") {
+          this.sql.exec(
+            "UPDATE _substrat_job_runs SET status = 'failed', last_error = ?, updated_at = ?, " +
+              "next_attempt_at = NULL, ended_at = ?, lease_owner = NULL, lease_began_at = NULL " +
+              "WHERE id = ?",
+            note, now, now, run.id,
           );
         } else {
           this.sql.exec(
-            "UPDATE _substrat_job_runs SET payload = ?, " +
-              "cursor = CASE WHEN cursor IS NULL THEN NULL ELSE ? END, last_error = ?, " +
-              "updated_at = ? WHERE id = ?",
-            stone, stone, JOB_ERASED_FINISHED_NOTE, now, run.id,
+            "UPDATE _substrat_job_runs SET last_error = ?, updated_at = ? WHERE id = ?",
+            note, now, run.id,
           );
         }
+        touched += 1;
       }
-      return touched.length;
+      return touched;
     });
   },
 
@@ -519,6 +659,10 @@ const OPERATIONS = {
     return this.tx(() => ({ scope_id: scope, ...this.tables() }));
   },
 
+  // Mirrors scopehost/_dump.py: every row validated first (the first problem of the first bad row
+  // is the one refusal); into the dump's own scope a RESTORE replaces both tables; into another a
+  // COPY adds the rows, settling running ones as not carried, and a run id the scope holds is a
+  // conflict with nothing written.
   import_dump({ dump, source_scope_id }, now, scope) {
     timeMs(now, "now");
     if (!isObject(dump) || !Array.isArray(dump.runs) || !Array.isArray(dump.steps)) {
@@ -527,28 +671,42 @@ const OPERATIONS = {
     if (source_scope_id !== dump.scope_id) {
       throw new Refusal("source_scope_id", "must be the scope the dump was exported from");
     }
-    const foreign = dump.scope_id !== scope;
+    validateDump(dump);
+    const insertRun =
+      `INSERT INTO _substrat_job_runs (${RUN_COLUMNS.join(", ")}) ` +
+      `VALUES (${RUN_COLUMNS.map(() => "?").join(", ")})`;
+    const insertStep =
+      `INSERT INTO _substrat_job_steps (${STEP_COLUMNS.join(", ")}) ` +
+      `VALUES (${STEP_COLUMNS.map(() => "?").join(", ")})`;
     return this.tx(() => {
-      for (const run of dump.runs) {
-        let carried = run;
-        if (foreign && run.status === "running") {
-          carried = {
-            ...run, status: "failed", last_error: notCarriedNote(source_scope_id), updated_at: now,
-            next_attempt_at: null, ended_at: now, lease_owner: null, lease_began_at: null,
-          };
+      let runs = dump.runs;
+      if (dump.scope_id === scope) {
+        this.sql.exec("DELETE FROM _substrat_job_steps");
+        this.sql.exec("DELETE FROM _substrat_job_runs");
+      } else {
+        const held = new Set();
+        for (const { id } of this.sql.exec("SELECT id FROM _substrat_job_runs")) held.add(id);
+        for (const { run_id } of this.sql.exec("SELECT DISTINCT run_id FROM _substrat_job_steps")) {
+          held.add(run_id);
         }
-        this.sql.exec(
-          `INSERT OR REPLACE INTO _substrat_job_runs (${RUN_COLUMNS.join(", ")}) ` +
-            `VALUES (${RUN_COLUMNS.map(() => "?").join(", ")})`,
-          ...RUN_COLUMNS.map((name) => carried[name]),
+        for (const run of dump.runs) {
+          if (held.has(run.id)) {
+            throw new Clash(`run ${run.id} is already held by scope ${scope}`);
+          }
+        }
+        runs = dump.runs.map((run) =>
+          run.status === "running"
+            ? {
+                ...run, status: "failed", last_error: notCarriedNote(dump.scope_id),
+                updated_at: now, next_attempt_at: null, ended_at: now, lease_owner: null,
+                lease_began_at: null,
+              }
+            : run,
         );
       }
+      for (const run of runs) this.sql.exec(insertRun, ...RUN_COLUMNS.map((name) => run[name]));
       for (const step of dump.steps) {
-        this.sql.exec(
-          `INSERT OR REPLACE INTO _substrat_job_steps (${STEP_COLUMNS.join(", ")}) ` +
-            `VALUES (${STEP_COLUMNS.map(() => "?").join(", ")})`,
-          ...STEP_COLUMNS.map((name) => step[name]),
-        );
+        this.sql.exec(insertStep, ...STEP_COLUMNS.map((name) => step[name]));
       }
       return dump.runs.length;
     });

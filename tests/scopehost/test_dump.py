@@ -1,13 +1,15 @@
-"""Dumps replay rows verbatim; a running run copied to another scope is not carried."""
+"""Dumps: rows verbatim; a restore replaces the tables, a copy adds and never replaces, and a bad
+dump is refused whole."""
 
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 import attrs
 import pytest
 
-from driver import JobRunRow, ValidationFailed
+from driver import JOB_IMPORT_CLASH, Conflict, JobRunRow, ValidationFailed
 from scopehost._database import JobRunDump, JobStepDumpRow, ScopeDatabase
 
 from .store_support import LEASE_MS, T0, at, claimed_and_begun, connect, open_db, read, started
@@ -83,33 +85,6 @@ def test_an_import_into_another_scope_fails_its_running_runs_as_not_carried() ->
     assert copy.claim("run-1", "owner-2", LEASE_MS, now=IMPORTED_AT) is None
 
 
-def test_an_import_replaces_rows_with_the_same_keys() -> None:
-    _, dump = _source()
-    db = open_db(scope_id="scope-a")
-    started(db, "run-1", payload='{"local":true}')
-    db.connection.execute(
-        "INSERT INTO _substrat_job_steps VALUES ('run-1', 'a', '\"local\"', 5, NULL, ?)", (T0,)
-    )
-
-    db.import_dump(dump, "scope-a", now=IMPORTED_AT)
-
-    assert db.export_dump(now=IMPORTED_AT) == dump
-
-
-def test_an_import_that_fails_half_way_imports_nothing() -> None:
-    _, dump = _source()
-    broken = attrs.evolve(
-        dump,
-        steps=(*dump.steps, JobStepDumpRow("run-1", "c", None, 0, None, None)),  # type: ignore[arg-type]
-    )
-    db = open_db(scope_id="scope-a")
-
-    with pytest.raises(sqlite3.IntegrityError):
-        db.import_dump(broken, "scope-a", now=IMPORTED_AT)
-
-    assert db.export_dump(now=IMPORTED_AT) == JobRunDump("scope-a", (), ())
-
-
 def test_a_dump_from_an_old_shape_scope_reads_its_missing_columns_as_null() -> None:
     conn = connect()
     conn.executescript(
@@ -149,3 +124,186 @@ def test_something_that_is_not_a_dump_is_refused() -> None:
         match=r"^dump is \{\}; pass the JobRunDump that export_dump returned$",
     ):
         open_db().import_dump({}, "scope-a", now=IMPORTED_AT)  # type: ignore[arg-type]
+
+
+def test_a_restore_replaces_the_scopes_job_tables_with_the_dumps_rows() -> None:
+    _, dump = _source()
+    db = open_db(scope_id="scope-a")
+    # Since the dump: run-1 went on, a newer live run for run-1's key, and a step of its own.
+    db.import_dump(dump, "scope-a", now=IMPORTED_AT)
+    db.connection.execute(
+        "UPDATE _substrat_job_runs SET status = 'failed', ended_at = ?, lease_owner = NULL, "
+        "lease_began_at = NULL WHERE id = 'run-1'",
+        (at(20),),
+    )
+    started(db, "run-9")
+    db.connection.execute(
+        "INSERT INTO _substrat_job_steps VALUES ('run-9', 'a', '\"local\"', 5, NULL, ?)", (T0,)
+    )
+
+    assert db.import_dump(dump, "scope-a", now=IMPORTED_AT) == 2
+
+    assert db.export_dump(now=IMPORTED_AT) == dump
+    live = db.connection.execute(
+        "SELECT COUNT(*) FROM _substrat_job_runs WHERE status = 'running' AND module_id = 'mod' "
+        "AND job = 'walk' AND instance = 'default'"
+    ).fetchone()[0]
+    assert live == 1
+
+
+def test_a_copy_never_replaces_a_run_the_scope_holds() -> None:
+    _, dump = _source()
+    copy = open_db(scope_id="scope-b")
+    started(copy, "run-2", instance="mine")
+    before = copy.export_dump(now=IMPORTED_AT)
+
+    with pytest.raises(
+        Conflict,
+        match=r"^dump.runs.1.id is 'run-2', which scope 'scope-b' already holds; a copy never "
+        r"replaces a run — import into a scope without it, or restore into scope 'scope-a', "
+        r"where the dump came from$",
+    ) as caught:
+        copy.import_dump(dump, "scope-a", now=IMPORTED_AT)
+
+    assert caught.value.reason == JOB_IMPORT_CLASH
+    assert copy.export_dump(now=IMPORTED_AT) == before
+
+
+def test_an_import_that_fails_half_way_imports_nothing() -> None:
+    _, dump = _source()
+    db = open_db(scope_id="scope-a")
+    started(db, "run-9")
+    before = db.export_dump(now=IMPORTED_AT)
+    db.connection.execute(
+        "CREATE TRIGGER no_steps BEFORE INSERT ON _substrat_job_steps "
+        "BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+    )
+
+    with pytest.raises(sqlite3.IntegrityError, match=r"^injected failure$"):
+        db.import_dump(dump, "scope-a", now=IMPORTED_AT)
+
+    assert db.export_dump(now=IMPORTED_AT) == before
+
+
+_RUN_1 = "(run 'run-1')"
+
+
+@pytest.mark.parametrize(
+    ("runs", "steps", "path", "message"),
+    [
+        (
+            {0: {"status": "paused"}},
+            {},
+            "dump.runs.0.status",
+            f"is 'paused', not one of 'running', 'done', 'failed' {_RUN_1}",
+        ),
+        (
+            {0: {"started_at": "2026-10-04 12:00"}},
+            {},
+            "dump.runs.0.started_at",
+            "is not a time in ISO-8601 UTC with milliseconds and Z, like "
+            f"'2026-10-04T12:00:00.000Z' {_RUN_1}",
+        ),
+        (
+            {0: {"next_attempt_at": "10000-01-01T00:00:00.000Z"}},
+            {},
+            "dump.runs.0.next_attempt_at",
+            "is not a time in ISO-8601 UTC with milliseconds and Z, like "
+            f"'2026-10-04T12:00:00.000Z' or NULL {_RUN_1}",
+        ),
+        (
+            {0: {"attempts": -1}},
+            {},
+            "dump.runs.0.attempts",
+            f"is not a whole number of 0 or more {_RUN_1}",
+        ),
+        ({0: {"payload": None}}, {}, "dump.runs.0.payload", f"is not text {_RUN_1}"),
+        (
+            {0: {"last_error": "a\udc80b"}},
+            {},
+            "dump.runs.0.last_error",
+            "holds a lone surrogate ('\\udc80' at index 1), which UTF-8 cannot carry — decode the "
+            f"text properly before passing it {_RUN_1}",
+        ),
+        (
+            {0: {"ended_at": T0}},
+            {},
+            "dump.runs.0.ended_at",
+            f"is set on a running run, which has not ended {_RUN_1}",
+        ),
+        (
+            {0: {"next_attempt_at": None}},
+            {},
+            "dump.runs.0.next_attempt_at",
+            f"is NULL on a leased run: it is the lease's expiry {_RUN_1}",
+        ),
+        (
+            {0: {"lease_owner": None}},
+            {},
+            "dump.runs.0.lease_began_at",
+            f"is set with no lease_owner: nobody began {_RUN_1}",
+        ),
+        (
+            {1: {"ended_at": None}},
+            {},
+            "dump.runs.1.ended_at",
+            "is NULL on a done run, which has ended (run 'run-2')",
+        ),
+        (
+            {1: {"lease_owner": "o9"}},
+            {},
+            "dump.runs.1.lease_owner",
+            "is set on a done run, which no pass holds (run 'run-2')",
+        ),
+        ({1: {"id": "run-1"}}, {}, "dump.runs.1.id", f"appears twice in the dump {_RUN_1}"),
+        (
+            {1: {"instance": "default", "status": "running", "ended_at": None}},
+            {},
+            "dump.runs.1.status",
+            "is 'running' for the key ('mod', 'walk', 'default'), which run 'run-1' already holds "
+            "live: one live run per key (run 'run-2')",
+        ),
+        (
+            {},
+            {0: {"run_id": "run-7"}},
+            "dump.steps.0.run_id",
+            "names no run in the dump (step 'a' of run 'run-7')",
+        ),
+        (
+            {},
+            {1: {"step": "a"}},
+            "dump.steps.1.step",
+            "appears twice for its run in the dump (step 'a' of run 'run-1')",
+        ),
+        (
+            {},
+            {0: {"recorded_at": None}},
+            "dump.steps.0.recorded_at",
+            "is not a time in ISO-8601 UTC with milliseconds and Z, like "
+            "'2026-10-04T12:00:00.000Z' (step 'a' of run 'run-1')",
+        ),
+    ],
+)
+@pytest.mark.parametrize("into", ["scope-a", "scope-b"])
+def test_a_bad_dump_is_one_error_naming_the_row_and_nothing_is_written(
+    runs: dict[int, dict[str, Any]],
+    steps: dict[int, dict[str, Any]],
+    path: str,
+    message: str,
+    into: str,
+) -> None:
+    _, dump = _source()
+    bad = attrs.evolve(
+        dump,
+        runs=tuple(attrs.evolve(run, **runs.get(i, {})) for i, run in enumerate(dump.runs)),
+        steps=tuple(attrs.evolve(step, **steps.get(i, {})) for i, step in enumerate(dump.steps)),
+    )
+    db = open_db(scope_id=into)
+    started(db, "run-9")
+    before = db.export_dump(now=IMPORTED_AT)
+
+    with pytest.raises(ValidationFailed) as caught:
+        db.import_dump(bad, "scope-a", now=IMPORTED_AT)
+
+    assert [(e.path, e.message) for e in caught.value.errors] == [(path, message)]
+    assert db.export_dump(now=IMPORTED_AT) == before

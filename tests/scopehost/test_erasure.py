@@ -104,11 +104,12 @@ def test_a_null_cursor_stays_null() -> None:
         {"payload": dumps([[{"deep": [envelope()]}]])},
         {"payload": dumps(envelope())},
         {"cursor": dumps({"last": envelope()})},
-        {"step": dumps({"reply": [1, envelope()]})},
     ],
-    ids=["payload", "payload-deep", "payload-itself", "cursor", "step-result"],
+    ids=["payload", "payload-deep", "payload-itself", "cursor"],
 )
-def test_a_classified_envelope_anywhere_touches_an_undeclared_run(where: dict[str, str]) -> None:
+def test_an_envelope_in_the_payload_or_cursor_redacts_an_undeclared_run_whole(
+    where: dict[str, str],
+) -> None:
     db = open_db()
     started(db, "run-1", payload=where.get("payload", "{}"), cursor=where.get("cursor"))
     record(db, "run-1", "a", where.get("step", "1"))
@@ -240,3 +241,67 @@ def test_an_erasure_without_a_subject_is_refused(subject: object, shown: str) ->
         ValidationFailed, match=rf"^subject_id is {shown}; name the data subject to erase$"
     ):
         open_db().shred_subject(subject, now=T0)  # type: ignore[arg-type]
+
+
+def test_a_declared_run_loses_every_error_text_too() -> None:
+    db = open_db()
+    started(db, "run-1", subject_id="person-7", last_error="mail to someone@example.org bounced")
+    record(db, "run-1", "a", '"x"')
+    record(db, "run-1", "b", None)
+    db.connection.execute(
+        "UPDATE _substrat_job_steps SET last_error = 'someone@example.org: 550' WHERE step = 'b'"
+    )
+
+    assert db.shred_subject("person-7", now=ERASED_AT) == 1
+
+    assert read(db).last_error == JOB_ERASED_RUNNING_NOTE
+    assert steps(db) == [
+        JobStepRow("a", TOMBSTONE, 1, None),
+        JobStepRow("b", None, 1, JOB_ERASED_RUNNING_NOTE),
+    ]
+    assert db.shred_subject("person-7", now=at(90_000)) == 0
+
+
+def test_another_subjects_tombstone_is_not_already_redacted() -> None:
+    db = open_db()
+    others = TOMBSTONE.replace("person-7", "person-8")
+    started(db, "run-1", subject_id="person-7", payload=others)
+
+    assert db.shred_subject("person-7", now=ERASED_AT) == 1
+
+    assert read(db).payload == TOMBSTONE
+
+
+def test_a_run_reached_only_through_a_step_keeps_its_payload_and_cursor() -> None:
+    db = open_db()
+    started(db, "run-1", payload='{"source":"crm"}', cursor='"page-3"')
+    record(db, "run-1", "fetch", dumps({"reply": [1, envelope()]}))
+    record(db, "run-1", "other", '"kept"')
+    db.connection.execute(
+        "UPDATE _substrat_job_steps SET last_error = 'first try failed' WHERE step = 'fetch'"
+    )
+    before = read(db)
+
+    assert db.shred_subject("person-7", now=ERASED_AT) == 1
+
+    assert read(db) == attrs.evolve(
+        before,
+        status="failed",
+        last_error=JOB_ERASED_RUNNING_NOTE,
+        updated_at=ERASED_AT,
+        ended_at=ERASED_AT,
+    )
+    assert steps(db) == [
+        JobStepRow("fetch", TOMBSTONE, 1, JOB_ERASED_RUNNING_NOTE),
+        JobStepRow("other", '"kept"', 1, None),
+    ]
+    assert db.shred_subject("person-7", now=at(90_000)) == 0
+
+
+def test_a_run_reached_several_ways_counts_once() -> None:
+    db = open_db()
+    started(db, "run-1", subject_id="person-7", payload=dumps({"to": envelope()}))
+    record(db, "run-1", "a", dumps(envelope()))
+    record(db, "run-1", "b", dumps(envelope()))
+
+    assert db.shred_subject("person-7", now=ERASED_AT) == 1

@@ -235,7 +235,10 @@ def test_a_lone_surrogate_ends_the_history_as_an_allowance() -> None:
     strict = replay_history(history, target=_Replacing(ReferenceStore()), strict=True)
     assert strict.difference is not None
     assert strict.difference.step == 1
-    assert strict.difference.detail.startswith("the reference refused (store_error: ")
+    # The reference refuses such text at its door (ValidationFailed naming the path).
+    assert strict.difference.detail.startswith(
+        'the reference refused (validation_failed: "row.payload holds a lone surrogate'
+    )
 
 
 def test_the_cli_says_what_it_compared_and_exits_by_the_verdict(

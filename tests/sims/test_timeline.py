@@ -378,3 +378,5 @@ def test_a_world_that_kept_no_trace_says_so_and_still_marks_its_findings() -> No
     assert "none: no fault was injected" in page
     (badge,) = [e for e in _svg(page).iter(f"{SVG}a") if e.get("data-finding") == "1"]
     assert badge.get("href") == "#finding-1"
+    # With no events nothing says a gap was idle, so nothing is cut from the axis.
+    assert not [p for p in _pieces(page) if p[4]]
