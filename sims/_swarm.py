@@ -373,8 +373,9 @@ class SwarmWorld:
             world.note("a walk whose run has ended is started again")
             await self.start("cron", "scope-1", "walk", "b", {"objects": 2, "chunk": 2}, None)
             await self._drive_until_quiet(rng, except_job=None)
-        await self._settle(SWARM_SCOPES[2:], except_job=None)
-        slow.set()
+        if swarm.slow_drive:
+            await self._settle(SWARM_SCOPES[2:], except_job=None)
+            slow.set()
         if swarm.restore:
             await self._copy_at(world.now_ms(), "scope-1", "scope-1")
         if swarm.erase_after:
@@ -470,8 +471,12 @@ class SwarmWorld:
 
     async def _settle(self, scopes: tuple[str, ...], *, except_job: str | None) -> None:
         world = self.world
+        # Polled more and more rarely (2 s, then half as long again each time, up to 30 s): a
+        # world that waits minutes for a backoff reads its scopes a few dozen times, not hundreds.
+        poll_ms = 2_000.0
         while world.now_ms() < self.horizon_ms:
-            await world.sleep_until_ms(min(self.horizon_ms, world.now_ms() + 5_000))
+            await world.sleep_until_ms(min(self.horizon_ms, world.now_ms() + poll_ms))
+            poll_ms = min(poll_ms * 1.5, 30_000.0)
             for scope in scopes:
                 rows = await world.host.stub(scope).list(JobRunFilter(status="running"))
                 if any(row.job != except_job for row in rows):

@@ -28,9 +28,17 @@ twice, as SVG and as text, against the same piecewise-linear time scale.
 
 Rendering is a pure function of the trace: same trace, same bytes.
 
+- **The page stands alone.** Above the picture: the verdict, the store (or mutant), the fault
+  plan and every finding of the checks in their own words, numbered; each finding is marked in the
+  picture where it happened, with the same number. The axis is linear wherever it is not cut.
+  An inline script zooms and pans horizontally: bars stretch, glyphs and labels only move, and a
+  label is shown only where it fits. Nothing is fetched from anywhere.
+
 Where each part lives: the model in ``_timeline_model`` and how a trace is read into it in
 ``_timeline_reader``; the time scale in ``_timeline_scale``; the page in ``_timeline_svg`` (the
-writer and the layout), ``_timeline_lanes`` and ``_timeline_page``; the text in ``_timeline_text``.
+writer and the layout), ``_timeline_lanes``, ``_timeline_legend``, ``_timeline_head`` (the facts
+above the picture), ``_timeline_script`` (zoom and pan) and ``_timeline_page``; the text in
+``_timeline_text``.
 """
 
 from __future__ import annotations

@@ -6,25 +6,23 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ._checks import CheckReport, Finding
 from ._faults import FaultPlan
 from ._timeline_head import PageFacts, facts_of, head_html
-from ._timeline_lanes import MARK_COLORS, Lanes
+from ._timeline_lanes import Lanes
+from ._timeline_legend import BADGE_R, EXPLAINED, legend_items
 from ._timeline_model import MAX_LANES, MAX_OVERLAP_LABELS, Timeline, short
 from ._timeline_reader import build_timeline
 from ._timeline_scale import fmt_ms, fmt_store, ticks
 from ._timeline_script import SCRIPT, STYLE, page_data
-from ._timeline_svg import LEFT, REFUSAL, RIGHT, WIDTH, cross, diamond, element, fmt_num
+from ._timeline_svg import LEFT, REFUSAL, RIGHT, WIDTH, diamond, element, fmt_num
 from ._trace import Trace
 
-EXPLAINED = "#c98a00"
 #: Rows of finding badges above the lanes; badges closer than one badge stack into the next row.
-_BADGE_ROWS = (12.0, 29.0, 46.0)
-_BADGE_R = 7.5
+BADGE_ROWS = (12.0, 29.0, 46.0)
 #: At most zoom, one virtual millisecond is at least this many pixels wide.
 _MAX_ZOOM_PX_PER_MS = 40.0
 
@@ -46,11 +44,11 @@ class _Page(Lanes):
     def plot_top(self) -> float:
         """Room above the lanes for the rows of badges in use, the double-run labels and the
         axis; badges closer than one badge stack into the next row."""
-        ends = [-math.inf] * len(_BADGE_ROWS)
+        ends = [-math.inf] * len(BADGE_ROWS)
         for finding in self.findings:
             x = self.x(finding.t)
-            free = [i for i, end in enumerate(ends) if x - end >= 2 * _BADGE_R + 1]
-            row = free[0] if free else len(_BADGE_ROWS) - 1
+            free = [i for i, end in enumerate(ends) if x - end >= 2 * BADGE_R + 1]
+            row = free[0] if free else len(BADGE_ROWS) - 1
             ends[row] = x
             self.badge_rows.append(row)
         rows = max(self.badge_rows) + 1 if self.badge_rows else 0
@@ -235,7 +233,7 @@ class _Page(Lanes):
                 title=title,
                 kind=kind,
                 x1=x,
-                y1=_BADGE_ROWS[0],
+                y1=BADGE_ROWS[0],
                 x2=x,
                 y2=bottom,
                 stroke=color,
@@ -243,10 +241,10 @@ class _Page(Lanes):
                 stroke_dasharray="5 3",
                 data_finding=number,
             )
-            y = _BADGE_ROWS[row]
+            y = BADGE_ROWS[row]
             badge = (
                 f'<a href="#finding-{number}" data-finding="{number}" class="finding-badge">'
-                + element("circle", title=title, cx=x, cy=y, r=_BADGE_R, fill=color)
+                + element("circle", title=title, cx=x, cy=y, r=BADGE_R, fill=color)
                 + element(
                     "text",
                     text=str(number),
@@ -341,124 +339,6 @@ class _Page(Lanes):
             clock=None if clock is None else [clock.origin_ms, clock.rate],
             maxZoom=max(20.0, round(_MAX_ZOOM_PX_PER_MS / max(px_per_ms, 1e-9), 1)),
         )
-
-
-def _line(color: str, *, dash: str | None = None, width: float = 2) -> Callable[..., str]:
-    return lambda x, y: element(
-        "line",
-        x1=x - 8,
-        y1=y,
-        x2=x + 8,
-        y2=y,
-        stroke=color,
-        stroke_width=width,
-        stroke_dasharray=dash,
-    )
-
-
-def _bar(fill: str, *, tall: float = 12, **more: Any) -> Callable[..., str]:
-    return lambda x, y: element(
-        "rect", x=x - 8, y=y - tall / 2, width=16, height=tall, fill=fill, **more
-    )
-
-
-def _vline(color: str, *, width: float = 2, dash: str | None = None) -> Callable[..., str]:
-    return lambda x, y: element(
-        "line", x1=x, y1=y - 8, x2=x, y2=y + 8, stroke=color, stroke_width=width,
-        stroke_dasharray=dash,
-    )  # fmt: skip
-
-
-def legend_items() -> list[tuple[str, Callable[[float, float], str], str]]:
-    """(kind, glyph, words) for every kind of thing the picture draws."""
-    blue = "#3b6fd1"
-    return [
-        ("claim", _bar(blue, tall=3, opacity=0.55), "claimed; handler not started yet"),
-        ("begin", _vline("#111111", width=2.5), "BEGIN: written (scope) / acknowledged (drive)"),
-        ("handler", _bar(blue, fill_opacity=0.3, stroke=blue), "handler running (one pass)"),
-        (
-            "stale",
-            _bar(blue, fill_opacity=0.3, stroke=REFUSAL, stroke_dasharray="4 2"),
-            "stale pass: began after its lease was taken over",
-        ),
-        ("step", _bar(blue), "step (its name inside, where it fits)"),
-        ("step-error", _bar(REFUSAL), "step attempt that failed"),
-        (
-            "memo",
-            lambda x, y: diamond(x, y, 4, "#ffffff", "", stroke="#111111"),
-            "memo hit: a recorded step replayed",
-        ),
-        ("lease", _bar(blue, fill_opacity=0.8), "lease held (placed by the store's clock)"),
-        (
-            "lease-expired",
-            _bar("url(#hatch)", stroke=blue, opacity=0.6),
-            "lease expired, not released: open to takeover",
-        ),
-        ("release", _vline("#111111", width=1), "lease released (outcome written or missed)"),
-        (
-            "takeover",
-            lambda x, y: element("path", d=f"M{x},{y + 3} l4,-5 l-8,0 z", fill=REFUSAL),
-            "takeover of a BEGUN lease",
-        ),
-        (
-            "start",
-            lambda x, y: element("circle", cx=x, cy=y, r=3, fill="none", stroke="#111"),
-            "run started",
-        ),
-        ("effect", lambda x, y: element("circle", cx=x, cy=y, r=2.5, fill="#111"), "effect"),
-        (
-            "duplicate",
-            lambda x, y: element("circle", cx=x, cy=y, r=4.5, fill=REFUSAL),
-            "duplicate effect: the same work landed again",
-        ),
-        ("evict", _vline("#111111", dash="5 3"), "scope evicted (its actor aborted)"),
-        (
-            "refusal",
-            lambda x, y: cross(x, y, 4.5, REFUSAL, ""),
-            "refused or lost: the store did not take it",
-        ),
-        ("crash", lambda x, y: cross(x, y, 6, "#111111", "", width=3), "drive crashed"),
-        ("down", _bar("#555555", opacity=0.18), "drive down"),
-        ("delay", _line(MARK_COLORS["delay"]), "delayed leg (dot: when it was sent)"),
-        ("pause", _line(MARK_COLORS["pause"]), "drive paused"),
-        ("late", _line(MARK_COLORS["late"], dash="3 2"), "late reply: longer than the margin"),
-        ("drop", lambda x, y: cross(x, y, 4, "#e07b00", ""), "dropped leg"),
-        (
-            "late-request",
-            _line(MARK_COLORS["late-request"], dash="1 2"),
-            "request given up on, delivered late",
-        ),
-        (
-            "late-arrival",
-            lambda x, y: element(
-                "path", d=f"M{x},{y + 4} l-4,-7 l8,0 z", fill=MARK_COLORS["late-request"]
-            ),
-            "abandoned request reaches the scope, runs",
-        ),
-        ("tick", _vline("#999999", width=1), "drive tick: it polls the scope"),
-        (
-            "skip",
-            lambda x, y: element("circle", cx=x, cy=y, r=3, fill="none", stroke="#555555"),
-            "tick skipped: the drive is down",
-        ),
-        ("note", lambda x, y: diamond(x, y, 4, "#555555", ""), "a note the world wrote"),
-        (
-            "double-run",
-            _bar(REFUSAL, fill_opacity=0.14, stroke=REFUSAL),
-            "double run: two handlers of one run at once",
-        ),
-        (
-            "violation",
-            lambda x, y: element("circle", cx=x, cy=y, r=_BADGE_R, fill=REFUSAL),
-            "violation, numbered as in the checks above",
-        ),
-        (
-            "explained",
-            lambda x, y: element("circle", cx=x, cy=y, r=_BADGE_R, fill=EXPLAINED),
-            "finding the spec explains, numbered",
-        ),
-        ("cut", _bar("url(#cut)"), "idle gap cut from the axis, with its length"),
-    ]
 
 
 def _short_ms(ms: float) -> str:

@@ -22,7 +22,8 @@ from sims._timeline import (
     short,
     write_timeline,
 )
-from sims._timeline_page import _short_ms, legend_items
+from sims._timeline_legend import legend_items
+from sims._timeline_page import _short_ms
 from sims._trace import Trace
 from sims._world import DriveSpec, World
 
