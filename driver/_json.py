@@ -28,13 +28,111 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+class StoredJsonError(ValueError):
+    """Stored text the store does not read as JSON within its limits; the message says why."""
+
+
+def nesting_depth(text: str) -> int:
+    """How deep ``text`` nests brackets (``[`` and ``{``) outside its strings, found without
+    recursion, so text of any depth is measured. A quote opens or closes a string; inside one a
+    backslash escapes the next character. Text that is not JSON is measured the same way, so every
+    reader of a column agrees on its depth."""
+    if text.count("[") + text.count("{") <= JOB_JSON_MAX_DEPTH:
+        return 0  # cannot nest past the limit: the common case costs two counts
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}" and depth > 0:
+            depth -= 1
+    return deepest
+
+
+def _constant(name: str) -> Any:
+    raise StoredJsonError(f"holds {name}, which JSON does not have")
+
+
+def _read_int(digits: str) -> int | float:
+    # Past Python's own int-text limit the value is read as JavaScript reads it: a float.
+    return int(digits) if len(digits) <= JOB_JSON_MAX_INT_DIGITS else float(digits)
+
+
+def _depth_problem(text: str) -> str | None:
+    if nesting_depth(text) > JOB_JSON_MAX_DEPTH:
+        return (
+            f"nests lists and objects more than {JOB_JSON_MAX_DEPTH} levels deep, more than a "
+            "run's JSON carries — flatten it"
+        )
+    return None
+
+
 def loads(text: str) -> Any:
-    return json.loads(text)
+    """Stored JSON text read as JSON itself reads it: ``NaN``, ``Infinity`` and ``-Infinity`` are
+    not JSON (Python's parser would accept them; a JavaScript store does not), and text nesting
+    past ``JOB_JSON_MAX_DEPTH`` is refused before the parser could run out of stack. Both raise
+    ``StoredJsonError``, a ``ValueError``, as text that is not JSON at all does."""
+    problem = _depth_problem(text)
+    if problem is not None:
+        raise StoredJsonError(problem)
+    return json.loads(text, parse_constant=_constant, parse_int=_read_int)
+
+
+def json_text_problem(text: str) -> str | None:
+    """Why a JSON column's text may not enter the store, or None when it may.
+
+    Text that is JSON within the limits enters, and so does text that is not JSON at all: it travels
+    verbatim and every reader treats it as not JSON (the operator read shows the column empty, and
+    erasure finds no envelope in it). Refused is text the readers could disagree on or could not
+    read: nesting past ``JOB_JSON_MAX_DEPTH`` (measured on any text), ``NaN``/``Infinity``/
+    ``-Infinity`` in text that is JSON but for them, and an int of more than
+    ``JOB_JSON_MAX_INT_DIGITS`` digits in JSON text."""
+    problem = _depth_problem(text)
+    if problem is not None:
+        return problem
+    long_ints: list[str] = []
+
+    def read_int(digits: str) -> int:
+        if len(digits.lstrip("-")) > JOB_JSON_MAX_INT_DIGITS:
+            long_ints.append(digits)
+        return 0
+
+    try:
+        json.loads(text, parse_constant=_constant, parse_int=read_int)
+    except StoredJsonError:
+        pass  # a constant: whether the text is JSON but for it is decided below
+    except ValueError:
+        return None  # not JSON at all: it travels verbatim
+    else:
+        if long_ints:
+            return (
+                f"holds an int of more than {JOB_JSON_MAX_INT_DIGITS} digits, more than a run's "
+                "JSON carries — store a number that large as a str"
+            )
+        return None
+    try:
+        json.loads(text, parse_int=lambda digits: 0)
+    except ValueError:
+        return None  # not JSON even with the constants: it travels verbatim
+    return (
+        "holds NaN, Infinity or -Infinity, which JSON does not have — store a number JSON "
+        "carries, or null"
+    )
 
 
 def round_trip(value: Any) -> Any:
     """What a reader of the stored JSON gets back; a handler sees only this."""
-    return json.loads(dumps(value))
+    return loads(dumps(value))
 
 
 def _describe(value: object) -> str:

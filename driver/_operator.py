@@ -8,12 +8,12 @@ each undecodable JSON column empty, the others decoded, and ``decode_error`` say
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
 import attrs
 
+from ._json import loads
 from ._values import JobRun, JobRunRow
 
 
@@ -32,7 +32,7 @@ class ColumnDecodeError(ValueError):
 
 def _decode_json(text: str, column: str, problems: list[str]) -> Any:
     try:
-        return json.loads(text)
+        return loads(text)
     except (TypeError, ValueError) as err:
         problems.append(f"{column} is not valid JSON ({err})")
         return None

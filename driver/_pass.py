@@ -41,7 +41,7 @@ import attrs
 
 from ._constants import JOB_DEFER_MS, JOB_LEASE_MS, JOB_STEP_REUSED
 from ._errors import Conflict, ValidationFailed
-from ._json import dumps, queue_safety_errors, text_errors
+from ._json import dumps, loads, queue_safety_errors, text_errors
 from ._operator import ColumnDecodeError, DecodedColumns, decode_columns
 from ._policy import RandomSource, resolve_retry_policy, retry_backoff_ms
 from ._port import JobRunStore, Observer, SystemScope, ignore_event
@@ -299,7 +299,7 @@ class JobPassContext:
         if row is not None and row.result is not None:
             self._emit("step.memo", step=name)
             try:
-                return json.loads(row.result)
+                return loads(row.result)
             except ValueError as err:
                 raise ValueError(f"step {name!r} memo is not valid JSON ({err})") from err
         attempts = row.attempts if row is not None else 0
@@ -344,7 +344,7 @@ class JobPassContext:
         self._emit("step.end", step=name, error=None, recorded=recorded)
         if not recorded:
             raise self._lose(name)
-        return json.loads(text)
+        return loads(text)
 
     def committed_counters(self) -> str:
         return dumps(self._counters)

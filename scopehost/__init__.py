@@ -34,7 +34,7 @@ from ._link import (
     RequestVerdict,
     Verdict,
 )
-from ._network import Network
+from ._network import Network, VirtualClock
 from ._operations import DEFAULT_OPERATIONS, ModuleOperation
 from ._sql import (
     JOB_RUN_BEGIN_SQL,
@@ -94,6 +94,7 @@ __all__ = [
     "StoreClock",
     "TransportError",
     "Verdict",
+    "VirtualClock",
     "WallClock",
     "describe",
     "open_scope_host",

@@ -45,7 +45,7 @@ from driver import (
     job_run_list_limit,
     parse_iso_ms,
 )
-from driver._json import surrogate_message
+from driver._json import json_text_problem, surrogate_message
 
 from ._dump import JobRunDump, JobStepDumpRow, export_rows, import_rows, validate_dump
 from ._erasure import shred_subject_rows
@@ -122,6 +122,14 @@ def _check_storable(value: object, path: str) -> None:
             raise ValidationFailed.at(path, problem)
 
 
+def _check_json(value: object, path: str) -> None:
+    """Refuse JSON text the store's readers could not read alike (see ``json_text_problem``)."""
+    if isinstance(value, str):
+        problem = json_text_problem(value)
+        if problem is not None:
+            raise ValidationFailed.at(path, problem)
+
+
 def _check_owner(owner: object) -> None:
     if not isinstance(owner, str) or not owner:
         raise ValidationFailed.at(
@@ -173,6 +181,8 @@ def _check_patch(patch: JobRunPatch) -> None:
         minimum=0,
         remedy="attempts counts consecutive failed passes, a whole number of 0 or more",
     )
+    _check_json(patch.cursor, "patch.cursor")
+    _check_json(patch.counters, "patch.counters")
 
 
 class _FileWatch:
@@ -320,6 +330,8 @@ class ScopeDatabase:
                 "row.status",
                 f"is {row.status!r}; start_or_join inserts a live run, whose status is 'running'",
             )
+        for column in ("payload", "cursor", "counters"):
+            _check_json(getattr(row, column), f"row.{column}")
         with self._tx:
             live = self._conn.execute(
                 JOB_RUN_LIVE_SQL, (key.module_id, key.job, key.instance)
@@ -484,6 +496,7 @@ class ScopeDatabase:
             minimum=0,
             remedy="a step's attempts is a whole number of 0 or more",
         )
+        _check_json(result, "result")
         expiry = iso_from_ms(now_ms + lease_ms)
         with self._tx:
             if not self._renew(run_id, owner, expiry):

@@ -36,7 +36,7 @@ from driver import (
     ValidationFailed,
     parse_iso_ms,
 )
-from driver._json import surrogate_message
+from driver._json import json_text_problem, surrogate_message
 
 from ._schema import RUNS_TABLE, STEPS_TABLE
 
@@ -105,6 +105,15 @@ def _text_problem(value: object, *, nullable: bool, empty: bool) -> str | None:
     return None if message is None else message
 
 
+def _json_problem(value: object, *, nullable: bool) -> str | None:
+    """A JSON column: text (verbatim when it is not JSON at all), never JSON the store's readers
+    could not read alike (see ``json_text_problem``)."""
+    problem = _text_problem(value, nullable=nullable, empty=True)
+    if problem is None and isinstance(value, str):
+        problem = json_text_problem(value)
+    return problem
+
+
 def _count_problem(value: object, *, nullable: bool) -> str | None:
     if value is None and nullable:
         return None
@@ -132,8 +141,9 @@ def _run_problems(run: JobRunRow) -> list[tuple[str, str]]:
         ("module_id", _text_problem(run.module_id, nullable=False, empty=False)),
         ("job", _text_problem(run.job, nullable=False, empty=False)),
         ("instance", _text_problem(run.instance, nullable=False, empty=False)),
-        # JSON columns travel verbatim: text is enough (the operator read tolerates the rest).
-        ("payload", _text_problem(run.payload, nullable=False, empty=True)),
+        # JSON columns: text not JSON at all travels verbatim (the operator read tolerates it);
+        # JSON the readers could not read alike is refused.
+        ("payload", _json_problem(run.payload, nullable=False)),
         ("subject_id", _text_problem(run.subject_id, nullable=True, empty=False)),
         (
             "status",
@@ -141,8 +151,8 @@ def _run_problems(run: JobRunRow) -> list[tuple[str, str]]:
             if run.status in JOB_RUN_STATUSES
             else f"is {run.status!r}, not one of {_STATUS_CHOICES}",
         ),
-        ("cursor", _text_problem(run.cursor, nullable=True, empty=True)),
-        ("counters", _text_problem(run.counters, nullable=False, empty=True)),
+        ("cursor", _json_problem(run.cursor, nullable=True)),
+        ("counters", _json_problem(run.counters, nullable=False)),
         ("attempts", _count_problem(run.attempts, nullable=False)),
         ("last_error", _text_problem(run.last_error, nullable=True, empty=True)),
         ("started_at", _time_problem(run.started_at, nullable=False)),
@@ -178,7 +188,7 @@ def _step_problems(step: JobStepDumpRow) -> list[tuple[str, str]]:
     checks: list[tuple[str, str | None]] = [
         ("run_id", _text_problem(step.run_id, nullable=False, empty=False)),
         ("step", _text_problem(step.step, nullable=False, empty=False)),
-        ("result", _text_problem(step.result, nullable=True, empty=True)),
+        ("result", _json_problem(step.result, nullable=True)),
         ("attempts", _count_problem(step.attempts, nullable=False)),
         ("last_error", _text_problem(step.last_error, nullable=True, empty=True)),
         ("recorded_at", _time_problem(step.recorded_at, nullable=False)),

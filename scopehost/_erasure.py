@@ -4,7 +4,12 @@ store operation (``ScopeDatabase.shred_subject``, inside the caller's transactio
 Terms. The subject's TOMBSTONE is ``{"_substratRedacted":{"reason":"subject-erasure",
 "subjectId":<subject>,"at":<store now>}}`` (compact JSON). A CLASSIFIED ENVELOPE for the subject
 is a JSON object, at any depth of a decoded value, whose ``"subjectId"`` is the subject and whose
-``"piiClass"`` is present and not ``"none"``. Text that is not JSON carries no envelope. The NOTE
+``"piiClass"`` is present and not ``"none"``. Text that is not JSON carries no envelope, and JSON
+is read as JSON itself reads it: ``NaN`` or ``Infinity`` make text not JSON (``driver.loads``).
+Text nesting past ``JOB_JSON_MAX_DEPTH`` cannot enter through any door, but a database written
+before that rule may hold some; the store will not parse it (its parser would run out of stack),
+so it is treated, as a precaution, as carrying an envelope for every subject: a privacy operation
+must never under-report, and shredding a value nobody can read loses nothing readable. The NOTE
 of a run is ``JOB_ERASED_RUNNING_NOTE`` when the run was ``running`` before the erasure, else
 ``JOB_ERASED_FINISHED_NOTE``.
 
@@ -38,11 +43,11 @@ no ``piiClass``), so case 2 finds nothing either.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any, Final
 
-from driver import JOB_ERASED_FINISHED_NOTE, JOB_ERASED_RUNNING_NOTE, dumps
+from driver import JOB_ERASED_FINISHED_NOTE, JOB_ERASED_RUNNING_NOTE, JOB_JSON_MAX_DEPTH, dumps
+from driver._json import loads, nesting_depth
 
 REDACTED_KEY: Final = "_substratRedacted"
 ERASURE_REASON: Final = "subject-erasure"
@@ -55,13 +60,18 @@ def tombstone(subject_id: str, at: str) -> str:
 
 
 def _parse(text: str | None) -> tuple[bool, Any]:
-    """``(parsed, value)``; ``parsed`` is False for NULL and for text that is not JSON."""
+    """``(parsed, value)``; ``parsed`` is False for NULL, for text that is not JSON and for text
+    too deep to read (which ``_text_carries`` treats as a precaution)."""
     if text is None:
         return False, None
     try:
-        return True, json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
+        return True, loads(text)
+    except ValueError:
         return False, None
+
+
+def _too_deep(text: str | None) -> bool:
+    return text is not None and nesting_depth(text) > JOB_JSON_MAX_DEPTH
 
 
 def is_tombstone(text: str | None, subject_id: str | None = None) -> bool:
@@ -96,6 +106,8 @@ def carries_envelope(value: Any, subject_id: str) -> bool:
 
 
 def _text_carries(text: str | None, subject_id: str) -> bool:
+    if _too_deep(text):
+        return True  # unreadable: shredded as a precaution (see the module docstring)
     parsed, value = _parse(text)
     return parsed and carries_envelope(value, subject_id)
 

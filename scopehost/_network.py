@@ -93,7 +93,9 @@ class Network:
 
     async def _jump_from_the_run_loop(self) -> None:
         clock = trio.lowlevel.current_clock()
-        assert isinstance(clock, trio.testing.MockClock)
+        assert isinstance(clock, trio.testing.MockClock | VirtualClock)
+        if isinstance(clock, VirtualClock):
+            clock.pending = lambda: bool(self._heap)
         jumper = _Jumper(self, clock, trio.lowlevel.current_task())
         trio.lowlevel.add_instrument(jumper)
         try:
@@ -102,6 +104,8 @@ class Network:
             await trio.lowlevel.wait_task_rescheduled(_abort_parked)
         finally:
             trio.lowlevel.remove_instrument(jumper)
+            if isinstance(clock, VirtualClock):
+                clock.pending = lambda: False
 
     def _run_due(self) -> None:
         heap = self._heap
@@ -125,11 +129,14 @@ def _abort_parked(_: Any) -> trio.lowlevel.Abort:
 
 class _Jumper(trio.abc.Instrument):
     """Moves the clock from Trio's run loop: when no task can run, to the network's earliest
-    entry (unless a Trio deadline comes first, which the clock's own autojump then serves), and
-    runs the entries due there. The tasks they wake run in the very same pass of the loop."""
+    entry or Trio's earliest deadline, whichever comes first, and runs the entries due there. The
+    tasks they wake (and those whose deadline expired) run in the very same pass of the loop."""
 
     def __init__(
-        self, network: Network, clock: trio.testing.MockClock, guard: trio.lowlevel.Task
+        self,
+        network: Network,
+        clock: trio.testing.MockClock | VirtualClock,
+        guard: trio.lowlevel.Task,
     ) -> None:
         self._network = network
         self._clock = clock
@@ -144,16 +151,15 @@ class _Jumper(trio.abc.Instrument):
         heap = self._network._heap
         while heap and heap[0][2] is None:
             heapq.heappop(heap)
-        if not heap:
-            return
-        due = heap[0][0]
+        due = min(heap[0][0] if heap else math.inf, self._next_deadline())
+        if due == math.inf:
+            return  # nothing anywhere is timed: the run waits as it would have
         now = self._clock.current_time()
         try:
             if due > now:
-                if self._next_deadline() < due:
-                    return
                 self._clock.jump(due - now)
-            self._network._run_due()
+            if heap and heap[0][0] <= due:
+                self._network._run_due()
         except BaseException as error:
             guard, self._guard = self._guard, None
             trio.lowlevel.reschedule(guard, outcome.Error(error))
@@ -177,17 +183,56 @@ def _public_next_deadline() -> float:
     return trio.current_time() + trio.lowlevel.current_statistics().seconds_to_next_deadline
 
 
+class VirtualClock(trio.abc.Clock):
+    """Virtual time that moves only when a scope host's network jumps it (``jump_clock=True``).
+
+    What ``MockClock(autojump_threshold=0)`` is to such a host, without reading the real clock on
+    every ``current_time()``: at rate 0 that read is multiplied by zero, yet Trio's run loop and a
+    world's trace ask for the time tens of thousands of times a second. Only a host opened with
+    ``jump_clock=True`` moves it (it jumps to Trio's deadlines as well as the network's entries);
+    without one, a run under it never sees time pass."""
+
+    def __init__(self) -> None:
+        self._now = 0.0
+        #: Whether the network serving this clock has anything timed (set by the network).
+        self.pending: Callable[[], bool] = lambda: False
+
+    def __repr__(self) -> str:
+        return f"VirtualClock(time={self._now!r})"
+
+    def start_clock(self) -> None:
+        pass
+
+    def current_time(self) -> float:
+        return self._now
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        # Never sleep while anything is timed: the network jumps the clock before the run loop
+        # would wait. With nothing timed anywhere, the run waits as under a MockClock.
+        if deadline < math.inf or self.pending():
+            return 0.0
+        return math.inf
+
+    def jump(self, seconds: float) -> None:
+        if not seconds >= 0:
+            raise ValueError(f"a clock jumps forward, not by {seconds!r} s")
+        self._now += seconds
+
+
 def check_jumpable_clock() -> None:
     """Refuse ``jump_clock=True`` under a clock the network cannot move as the clock would."""
     clock = trio.lowlevel.current_clock()
     if not (
-        isinstance(clock, trio.testing.MockClock)
-        and clock.autojump_threshold == 0
-        and clock.rate == 0
+        isinstance(clock, VirtualClock)
+        or (
+            isinstance(clock, trio.testing.MockClock)
+            and clock.autojump_threshold == 0
+            and clock.rate == 0
+        )
     ):
         raise ValueError(
-            f"jump_clock=True moves a MockClock(autojump_threshold=0) at rate 0, but this "
-            f"run's clock is {clock!r}; run under such a clock or pass jump_clock=False"
+            f"jump_clock=True moves a VirtualClock, or a MockClock(autojump_threshold=0) at rate "
+            f"0, but this run's clock is {clock!r}; run under one or pass jump_clock=False"
         )
 
 

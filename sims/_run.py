@@ -15,13 +15,13 @@ from typing import Any
 
 import attrs
 import trio
-import trio.testing
 
 from driver import JobRun
 from scopehost import (
     DatabaseFactory,
     ScopeDatabase,
     StoreClock,
+    VirtualClock,
     describe,
     open_scope_host,
 )
@@ -80,7 +80,8 @@ def run_world(
     checked live against the spec's invariants (``settles``: every run must have ended)."""
     check_plan(setup.plan, drives=setup.drives, scopes=setup.scopes)
     seed_scheduler(seed)
-    clock = trio.testing.MockClock(autojump_threshold=0)
+    # Time moves only when the host's network jumps it (jump_clock=True below).
+    clock = VirtualClock()
     # A mutant made of source ablations breaks the real code for this world only.
     with ablated(*getattr(setup.database, "ablations", ())):
         result: WorldOutcome = trio.run(

@@ -135,9 +135,88 @@ function checkStatus(status, path) {
   }
 }
 
+// -- JSON text at the doors: mirrors json_text_problem in driver/_json.py ------------------------
+
+const JOB_JSON_MAX_DEPTH = 128;
+const JOB_JSON_MAX_INT_DIGITS = 4300;
+
+// How deep text nests [ and { outside its strings, measured on any text, JSON or not.
+function nestingDepth(text) {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  let escaped = false;
+  for (const char of text) {
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (char === "\\") escaped = true;
+      else if (char === '"') inString = false;
+    } else if (char === '"') {
+      inString = true;
+    } else if (char === "[" || char === "{") {
+      depth += 1;
+      if (depth > deepest) deepest = depth;
+    } else if ((char === "]" || char === "}") && depth > 0) {
+      depth -= 1;
+    }
+  }
+  return deepest;
+}
+
+const STRINGS = /"(?:[^"\\]|\\.)*"/g;
+
+// NaN, Infinity and -Infinity outside strings spelled null: what Python's lenient parser would
+// read. Text JSON only with them is text the two readers disagree on.
+function constantsAsNull(text) {
+  let out = "";
+  let last = 0;
+  for (const match of text.matchAll(STRINGS)) {
+    out += text.slice(last, match.index).replace(/-Infinity|Infinity|NaN/g, "null") + match[0];
+    last = match.index + match[0].length;
+  }
+  return out + text.slice(last).replace(/-Infinity|Infinity|NaN/g, "null");
+}
+
+function hasLongInt(text) {
+  const bare = text.replace(STRINGS, '""');
+  for (const [token, fraction, exponent] of bare.matchAll(/-?\d+(\.\d+)?([eE][+-]?\d+)?/g)) {
+    if (fraction === undefined && exponent === undefined &&
+        token.replace("-", "").length > JOB_JSON_MAX_INT_DIGITS) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Why JSON text may not enter the store, or null: text that is not JSON at all travels verbatim.
+function jsonTextProblem(text) {
+  if (nestingDepth(text) > JOB_JSON_MAX_DEPTH) {
+    return `nests lists and objects more than ${JOB_JSON_MAX_DEPTH} levels deep`;
+  }
+  try {
+    JSON.parse(text);
+  } catch {
+    try {
+      JSON.parse(constantsAsNull(text));
+    } catch {
+      return null;
+    }
+    return "holds NaN, Infinity or -Infinity, which JSON does not have";
+  }
+  return hasLongInt(text) ? `holds an int of more than ${JOB_JSON_MAX_INT_DIGITS} digits` : null;
+}
+
+function checkJson(value, path) {
+  if (typeof value !== "string") return;
+  const problem = jsonTextProblem(value);
+  if (problem !== null) throw new Refusal(path, problem);
+}
+
 function checkPatch(patch) {
   checkStatus(patch.status, "patch.status");
   checkWhole(patch.attempts, "patch.attempts", 0);
+  checkJson(patch.cursor, "patch.cursor");
+  checkJson(patch.counters, "patch.counters");
 }
 
 function checkPatchOwner(owner) {
@@ -218,7 +297,10 @@ function carriesEnvelope(value, subjectId) {
   return false;
 }
 
+// Text too deep to read cannot enter; a database from before that rule may hold some, which is
+// treated as carrying every subject (a precaution: erasure never under-reports).
 function textCarries(text, subjectId) {
+  if (text !== null && nestingDepth(text) > JOB_JSON_MAX_DEPTH) return true;
   const read = parsed(text);
   return read.ok && carriesEnvelope(read.value, subjectId);
 }
@@ -234,6 +316,10 @@ function notCarriedNote(sourceScopeId) {
 
 // A lone surrogate: text UTF-8, and so SQLite, cannot hold.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function jsonProblem(value, nullable) {
+  return textProblem(value, nullable, true) ?? (typeof value === "string" ? jsonTextProblem(value) : null);
+}
 
 function textProblem(value, nullable, empty) {
   if (value === null && nullable) return null;
@@ -258,11 +344,11 @@ function runProblems(run) {
     ["module_id", textProblem(run.module_id, false, false)],
     ["job", textProblem(run.job, false, false)],
     ["instance", textProblem(run.instance, false, false)],
-    ["payload", textProblem(run.payload, false, true)],
+    ["payload", jsonProblem(run.payload, false)],
     ["subject_id", textProblem(run.subject_id, true, false)],
     ["status", STATUSES.includes(run.status) ? null : "is not a status"],
-    ["cursor", textProblem(run.cursor, true, true)],
-    ["counters", textProblem(run.counters, false, true)],
+    ["cursor", jsonProblem(run.cursor, true)],
+    ["counters", jsonProblem(run.counters, false)],
     ["attempts", countProblem(run.attempts, false)],
     ["last_error", textProblem(run.last_error, true, true)],
     ["started_at", timeProblem(run.started_at, false)],
@@ -294,7 +380,7 @@ function stepProblems(step) {
   return [
     ["run_id", textProblem(step.run_id, false, false)],
     ["step", textProblem(step.step, false, false)],
-    ["result", textProblem(step.result, true, true)],
+    ["result", jsonProblem(step.result, true)],
     ["attempts", countProblem(step.attempts, false)],
     ["last_error", textProblem(step.last_error, true, true)],
     ["recorded_at", timeProblem(step.recorded_at, false)],
@@ -422,6 +508,7 @@ const OPERATIONS = {
     if (row.status !== "running") {
       throw new Refusal("row.status", "must be 'running': start_or_join inserts a live run");
     }
+    for (const column of ["payload", "cursor", "counters"]) checkJson(row[column], `row.${column}`);
     return this.tx(() => {
       const live = this.sql.exec(JOB_RUN_LIVE_SQL, key.module_id, key.job, key.instance).toArray();
       if (live.length > 0) return rowOf(live[0]);
@@ -563,6 +650,7 @@ const OPERATIONS = {
     checkText(result, "result", true);
     checkText(last_error, "last_error", true);
     checkWhole(attempts, "attempts", 0);
+    checkJson(result, "result");
     const expiry = isoFromMs(nowMs + lease_ms);
     return this.tx(() => {
       if (!this.renew(run_id, owner, expiry)) return false;

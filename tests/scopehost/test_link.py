@@ -21,6 +21,7 @@ from scopehost import (
     RequestVerdict,
     StoreClock,
     Verdict,
+    VirtualClock,
     open_scope_host,
 )
 
@@ -213,7 +214,7 @@ async def test_the_network_moves_a_mock_clock_itself_only_when_asked(
             await host.sleep_ms(50)
         assert trio.current_time() == pytest.approx(0.045)
     autojump_clock.autojump_threshold = 1.0
-    with pytest.raises(ValueError, match=r"^jump_clock=True moves a MockClock"):
+    with pytest.raises(ValueError, match=r"^jump_clock=True moves a VirtualClock, or a MockClock"):
         async with open_scope_host(jump_clock=True):
             pass
 
@@ -247,3 +248,23 @@ async def test_a_timed_entry_that_raises_takes_the_host_down_with_its_error(
     with pytest.raises(BaseExceptionGroup) as caught:
         await world()
     assert caught.group_contains(RuntimeError, match="^boom$")
+
+
+def test_a_virtual_clock_moves_only_when_the_network_jumps_it() -> None:
+    async def main() -> tuple[float, float]:
+        async with open_scope_host(jump_clock=True) as host:
+            link = Link(request_ms=30, reply_ms=5)
+            row = new_row("01RUNA")
+            await host.stub("s1", link=link).start_or_join(row.key, row)
+            after_call = trio.current_time()
+            # Trio's own deadlines are jumped to as well.
+            with trio.move_on_after(0.25):
+                await trio.sleep_forever()
+            return after_call, trio.current_time()
+
+    clock = VirtualClock()
+    after_call, after_wait = trio.run(main, clock=clock)
+    assert after_call == pytest.approx(0.035)
+    assert after_wait == pytest.approx(0.285)
+    with pytest.raises(ValueError, match=r"^a clock jumps forward, not by -1 s$"):
+        clock.jump(-1)
