@@ -14,6 +14,7 @@ import sys
 import time
 
 from sims import simulate, sweep
+from sims._oracle import Oracle
 
 from ._rounds import bare_round_trips_per_s, counting_rounds, rounds_per_call
 
@@ -28,6 +29,23 @@ def world_rate(scenario: str, seeds: int) -> tuple[float, float]:
         rpcs += simulate(scenario, seed).facts.count("rpc.exec")
     elapsed = time.process_time() - started
     return seeds / elapsed, rpcs / elapsed
+
+
+def oracle_share(scenario: str, seeds: int) -> tuple[float, float]:
+    """(the oracle's share of a world's time, worlds per second without it), measured in one run:
+    the worlds' time (the oracle runs live in it), then the oracle alone over the same traces."""
+    traces = []
+    started = time.process_time()
+    for seed in range(seeds):
+        traces.append(simulate(scenario, seed).outcome.trace.events)
+    worlds = time.process_time() - started
+    started = time.process_time()
+    for events in traces:
+        oracle = Oracle(lambda check, run, t, text: None)
+        for event in events:
+            oracle.observe(event)
+    alone = time.process_time() - started
+    return alone / worlds, seeds / (worlds - alone)
 
 
 def batches_per_rpc(scenario: str, seeds: int = 20) -> float:
@@ -62,6 +80,12 @@ def main(seeds: int = DEFAULT_SEEDS) -> None:
             f"{scenario:<12} {worlds:>7.1f} seeds/s  {rpcs:>8,.0f} RPCs/s  "
             f"{per_1000:.3f} worlds per 1 000 bare round trips  "
             f"{batches_per_rpc(scenario):.2f} batches per RPC"
+        )
+    for scenario in ("late-begin", "random"):
+        share, without = oracle_share(scenario, seeds)
+        print(
+            f"{scenario:<12} the oracle is {share:.0%} of a world's time "
+            f"({without:.1f} seeds/s without it)"
         )
     one = sweep_seconds("random", seeds, jobs=1)
     two = sweep_seconds("random", seeds, jobs=2)

@@ -65,7 +65,7 @@ class ScopeHost:
         rng: random.Random,
         database: DatabaseFactory = ScopeDatabase,
         jump_clock: bool = False,
-        observe_direct: bool = True,
+        observe_direct: bool | frozenset[str] = True,
         idle_ms: float | None = None,
         max_open_scopes: int | None = None,
     ) -> None:
@@ -145,7 +145,12 @@ class ScopeHost:
 
     # -- what links call ----------------------------------------------------------------------
 
-    async def execute(self, scope_id: str, operation: str, args: tuple[Any, ...]) -> LinkOutcome:
+    async def execute(
+        self,
+        scope_id: str,
+        operation: str,
+        args: tuple[Any, ...],
+    ) -> LinkOutcome:
         """Queue one operation at the scope's actor and wait for its answer."""
         if self.closed:
             raise HostClosed(f"{operation} on scope {scope_id!r}: the scope host is closed")
@@ -175,7 +180,15 @@ class ScopeHost:
     ) -> Any:
         """Tell the observer about one leg event; returns the outcome as described, so the
         reply's events can share one description (``described``) instead of building two."""
-        if self._observer is None or (call.link == DIRECT_LINK and not self._observe_direct):
+        if self._observer is None:
+            return None
+        if call.link == DIRECT_LINK and (
+            not self._observe_direct
+            or (
+                isinstance(self._observe_direct, frozenset)
+                and call.operation not in self._observe_direct
+            )
+        ):
             return None
         fields: dict[str, Any] = {
             "link": call.link,
@@ -268,7 +281,7 @@ async def open_scope_host(
     rng: random.Random | None = None,
     database: DatabaseFactory = ScopeDatabase,
     jump_clock: bool = False,
-    observe_direct: bool = True,
+    observe_direct: bool | frozenset[str] = True,
     idle_ms: float | None = None,
     max_open_scopes: int | None = None,
 ) -> AsyncIterator[ScopeHost]:
@@ -282,7 +295,8 @@ async def open_scope_host(
     ``jump_clock=True`` lets the host's network move a ``MockClock(autojump_threshold=0)`` itself
     (see ``Network``): faster, and only right when nothing else waits for all tasks to block.
     ``observe_direct=False`` keeps calls over the host's own zero-latency link (``DIRECT_LINK``)
-    from the observer, before anything is described for it.
+    from the observer, before anything is described for it; a set of operation names observes
+    only those over that link.
 
     ``idle_ms`` closes a scope's database once nobody has called it for that long (host time);
     ``max_open_scopes`` caps the scopes open at once, closing the least recently used idle ones

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 import attrs
 import trio
 
-from ._errors import HostClosed, ReplyDropped, RequestAbandoned, RequestDropped, ScopeHostError
+from ._errors import HostClosed, ReplyDropped, RequestAbandoned, RequestDropped
 from ._network import Timed, withdraw
 
 if TYPE_CHECKING:
@@ -222,12 +222,15 @@ class Link:
         """The abandoned request's own way to the scope: it runs there, and nobody hears back."""
         await host.network.sleep_ms(ms)
         host.observe_rpc("rpc.late", call, None)
-        try:
-            outcome = await host.execute(call.scope_id, call.operation, call.args)
-        except ScopeHostError:
+        if host.closed:
             return  # the host closed while the request was in flight: it never arrived
-        host.observe_rpc("rpc.exec", call, outcome)
-        host.observe_rpc("rpc.drop", call, outcome)
+
+        def ran(outcome: LinkOutcome) -> None:
+            # In the actor's task, as it ran: the trace keeps the store's order.
+            host.observe_rpc("rpc.exec", call, outcome)
+            host.observe_rpc("rpc.drop", call, outcome)
+
+        host.submit(call.scope_id, call.operation, call.args, ran)
 
     def _late_ms(self, ms: float, call: LinkCall) -> float:
         if not ms >= 0:

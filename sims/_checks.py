@@ -20,6 +20,7 @@ import attrs
 
 from driver import JOB_ERASED_FINISHED_NOTE, JOB_ERASED_RUNNING_NOTE, iso_from_ms, parse_iso_ms
 
+from ._oracle import Oracle
 from ._trace import Trace
 
 Verdict = Literal["violation", "explained"]
@@ -46,6 +47,8 @@ class Finding:
 @attrs.frozen
 class CheckReport:
     findings: tuple[Finding, ...]
+    #: The coverage probes the world hit, by name, with how often (``sims._probes``).
+    probes: tuple[tuple[str, int], ...] = ()
 
     @property
     def violations(self) -> tuple[Finding, ...]:
@@ -122,13 +125,16 @@ class TraceChecker:
         self.begin_calls: dict[tuple[str, int], _Pass] = {}
         # Only the send leg carries the arguments; the exec leg is matched to it by (link, seq).
         self.sent: dict[tuple[str, int], Any] = {}
+        #: The executable model of the spec, checking every store reply and kernel decision.
+        self.oracle = Oracle(self.violation)
 
     def violation(self, check: str, run: str | None, t: float, text: str) -> None:
         self.findings.append(Finding(check, "violation", run, t, text))
 
     def report(self, *, settles: bool) -> CheckReport:
         self.conclude(settles=settles)
-        return CheckReport(tuple(self.findings))
+        self.oracle.conclude([f.text for f in self.findings if f.check == "double-run"])
+        return CheckReport(tuple(self.findings), self.oracle.probe_counts())
 
     def explained(self, check: str, run: str | None, t: float, text: str) -> None:
         self.findings.append(Finding(check, "explained", run, t, text))
@@ -141,6 +147,7 @@ class TraceChecker:
 
     def observe(self, event: dict[str, Any]) -> None:
         """Take one event, in trace order (usable live, as a trace listener)."""
+        self.oracle.observe(event)
         name = event["ev"]
         if name == "rpc.exec" and "result" in event:
             args = self.sent.pop((event["link"], event["seq"]), [])
@@ -570,6 +577,16 @@ class TraceChecker:
                 continue
             model = self.runs.get((scope, run_id))
             reason = model.failed_by if model is not None else None
+            if reason is None:
+                # A copy (an import, id and all) failed where it ran: its reason is that scope's.
+                reason = next(
+                    (
+                        r.failed_by
+                        for (_, rid), r in self.runs.items()
+                        if rid == run_id and r.failed_by
+                    ),
+                    None,
+                )
             if reason in ("admission exhaustion", "erasure", "an import into another scope"):
                 self.explained(
                     "failed-without-invocation",

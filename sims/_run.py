@@ -26,11 +26,12 @@ from scopehost import (
     open_scope_host,
 )
 
+from ._ablation import ablated
 from ._checks import CheckReport, TraceChecker
 from ._faults import NO_FAULTS, Fault, FaultPlan, StoreClockFault, UpstreamFailure
 from ._plan_check import check_plan
 from ._scheduling import seed_scheduler
-from ._trace import Trace
+from ._trace import TRACE_FORMAT, Trace
 from ._upstream import Upstream
 from ._world import World
 
@@ -81,9 +82,11 @@ def run_world(
     seed_scheduler(seed)
     # Time moves only when the host's network jumps it (jump_clock=True below).
     clock = VirtualClock()
-    result: WorldOutcome = trio.run(
-        partial(_main, seed, setup, drive, settles, meta or {}), clock=clock
-    )
+    # A mutant made of source ablations breaks the real code for this world only.
+    with ablated(*getattr(setup.database, "ablations", ())):
+        result: WorldOutcome = trio.run(
+            partial(_main, seed, setup, drive, settles, meta or {}), clock=clock
+        )
     return result
 
 
@@ -104,15 +107,19 @@ async def _main(
 ) -> WorldOutcome:
     checker = TraceChecker()
     trace = Trace(enabled=setup.trace, listeners=[checker.observe, *setup.listeners])
-    trace.record("world.begin", {"seed": seed, "plan": repr(setup.plan), **meta})
+    trace.record(
+        "world.begin",
+        {"format": TRACE_FORMAT, "seed": seed, "plan": repr(setup.plan), **meta},
+    )
     upstream = Upstream(setup.objects, _failing_calls(setup.plan))
 
     async with open_scope_host(
         setup.directory,
         clock=_store_clock(setup.plan),
         observer=trace.record,
-        # The world's own reads (over the host's direct link) are not part of what is simulated.
-        observe_direct=False,
+        # The world's own reads (over the host's direct link) are not part of what is simulated;
+        # its writes (an erasure, an import) are, and the oracle follows them.
+        observe_direct=_WORLD_WRITES,
         rng=random.Random(f"{seed}/host"),
         database=setup.database,
         # The world is the whole run and nothing in it waits for all tasks to block.
@@ -132,6 +139,8 @@ async def _main(
             world.schedule_faults()
             await drive(world)
             nursery.cancel_scope.cancel()
+        for scope in setup.scopes:
+            await world.sync(scope)
         runs = {scope: await world.runs(scope) for scope in setup.scopes}
         effects = {scope: await world.effects(scope) for scope in setup.scopes}
         unfired = _unfired(setup.plan, world.fired, upstream.refused)
@@ -155,6 +164,11 @@ def _unfired(
         return fault in fired
 
     return tuple(fault for fault in plan.faults if not struck(fault))
+
+
+#: What a world writes over the host's direct link: traced, since it changes the rows the oracle
+#: follows (its reads there are not part of what is simulated).
+_WORLD_WRITES = frozenset({"shred_subject", "import_dump", "start_or_join"})
 
 
 def _failing_calls(plan: FaultPlan) -> frozenset[tuple[str, int]]:

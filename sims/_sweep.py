@@ -20,6 +20,7 @@ import attrs
 from ._dask import run_on_cluster
 from ._mutants import MUTANTS
 from ._outcome import replay_command
+from ._probes import probe_lines
 from ._scenarios import ScenarioRef, find_scenario
 from ._simulate import simulate
 
@@ -33,6 +34,8 @@ class SeedSummary:
     mismatches: tuple[str, ...]
     explained: tuple[str, ...]
     rpcs: int
+    #: The coverage probes this seed's world hit, with how often.
+    probes: tuple[tuple[str, int], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -64,6 +67,7 @@ class SweepReport:
         explained = Counter(check for s in self.seeds for check in s.explained)
         for check, count in sorted(explained.items()):
             yield f"  explained by the spec: {count} × {check}"
+        yield from probe_lines(self.seeds)
         for summary in self.failing:
             yield f"  seed {summary.seed}: {self.replay_command(summary.seed)}"
             for text in (*summary.violations, *summary.mismatches)[:3]:
@@ -98,6 +102,7 @@ def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
         mismatches=simulation.mismatches,
         explained=tuple(finding.check for finding in report.explained),
         rpcs=simulation.facts.count("rpc.exec"),
+        probes=report.probes,
     )
 
 

@@ -16,6 +16,11 @@ from typing import Any
 import attrs
 import trio
 
+#: The version of the events and fields a trace carries (docs/trace-format.md), written in its
+#: ``world.begin``. 2: the oracle's events (``job.register``, ``drive.call``, ``start.*``,
+#: ``hx.*``), ``rpc.exec`` at the moment the store ran it, and ``world.sync`` with step rows.
+TRACE_FORMAT = 2
+
 
 def _line(event: dict[str, Any]) -> str:
     return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -58,6 +58,7 @@ from ._faults import (
     PauseDrive,
     StoreClockFault,
 )
+from ._recording import RecordingJobDriver
 from ._trace import Trace
 from ._upstream import Upstream
 
@@ -99,8 +100,10 @@ class SimDrive:
         # A monotonic clock has an arbitrary origin; a different one per drive makes sure the
         # kernel never compares it with anything but itself.
         origin = 1_000_000.0 * (index + 1)
-        self.driver = JobDriver(
+        # Recording: the oracle learns what each handler asked, from the handler's side.
+        self.driver: JobDriver = RecordingJobDriver(
             world.host,
+            record=world.trace.record,
             name=spec.name,
             link=self.link,
             now=lambda: iso_from_ms(
@@ -512,10 +515,13 @@ class World:
         return [job_run_of(row) for row in reversed(rows)]
 
     async def sync(self, scope_id: str) -> None:
-        """Put the scope's rows in the trace, so a checker can follow changes made outside the
-        drives (an erasure, an import)."""
-        rows = await self.host.stub(scope_id).list(JobRunFilter(limit=500))
-        self.trace.record("world.sync", {"scope": scope_id, "runs": describe(rows)})
+        """Put the scope's rows, every run and step row, in the trace: a checkpoint the oracle
+        compares with its model, column by column."""
+        dump = await self.host.stub(scope_id).export_dump()
+        self.trace.record(
+            "world.sync",
+            {"scope": scope_id, "runs": describe(dump.runs), "steps": describe(dump.steps)},
+        )
 
     async def settle(self, scopes: tuple[str, ...], *, horizon_ms: float, poll_ms: float) -> None:
         """Wait until every run on ``scopes`` has ended, or until ``horizon_ms``."""

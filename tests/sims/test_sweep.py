@@ -38,8 +38,9 @@ def test_breaking_a_guard_makes_a_check_fail_in_a_sweep(mutant: str) -> None:
     )
 
 
-def test_every_mutant_has_a_guard_test() -> None:
-    assert set(GUARDS) == set(MUTANTS)
+def test_every_guard_mutant_exists() -> None:
+    # The other mutants are proved by the oracle's own test (tests/sims/test_oracle.py).
+    assert set(GUARDS) <= set(MUTANTS)
 
 
 def test_seed_ranges_are_parsed_and_bad_ones_refused() -> None:

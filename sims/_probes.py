@@ -1,0 +1,77 @@
+"""Coverage probes: every spec edge the oracle knows, named, and counted when a world reaches it.
+
+A check that never meets its edge proves nothing about it. Each probe below is an edge of the spec
+that the oracle's rules have something to say about; a sweep counts how often each was hit, and a
+test asserts that the ``random`` swarm over seeds 0..199 reaches every one (docs/checks.md).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Final, Protocol
+
+#: Probe name -> the edge it marks, as a sweep prints it.
+PROBES: Final[dict[str, str]] = {
+    "takeover.begun": "a claim took over an expired lease whose pass had BEGUN (charged)",
+    "takeover.unbegun": "a claim took over an expired lease that never began (free)",
+    "takeover.exhausted": "a takeover charged a run's last attempt: failed without its handler",
+    "admission.miss": "a claim did not begin in time: an admission miss, no attempt",
+    "admission.tenth-miss": "the tenth consecutive miss failed the run",
+    "begin.refused": "BEGIN was sent and the store refused it (too little lease left)",
+    "step.memo": "a step found its completed memo and did not run again",
+    "step.spent": "a step had used its attempts: the run failed without running it",
+    "step.spent-narrower": "a step spent by its own policy, narrower than the job's",
+    "step.limit-narrower-fails": "a step's own narrower limit failed the run",
+    "policy.step-narrower": "a step asked for a policy narrower than its job's",
+    "policy.step-wider": "a step asked for a policy wider than its job's (narrowed to the job's)",
+    "retry.job-limit": "a run failed at the job's own max_attempts",
+    "step.reused": "a handler used one step name twice in a pass (refused)",
+    "handler.throws": "a handler threw: the pass failed and nothing it produced was written",
+    "handler.counts": "a handler counted: the counters merged at commit",
+    "cursor.omitted": "a pass omitted its cursor: the committed one was kept",
+    "deferral": "the host's system door said 'not now': deferred, nothing charged",
+    "pass.lost-at-boundary": "a stale pass learned at a step boundary that it lost its lease",
+    "outcome.refused": "a stale pass's outcome write was refused",
+    "request.late": "a request its caller gave up on reached the scope late (at-least-once wire)",
+    "stale-write.refused": "a write by an owner that no longer held the run was refused",
+    "late-begin.overlap": "a late BEGIN reply: two passes of one run overlapped (documented)",
+    "erasure.mid-pass": "a subject erasure settled a run while a pass held it",
+    "erasure.after-pass": "a subject erasure redacted a finished run",
+    "import.own-scope": "a dump was restored into the scope it came from",
+    "import.other-scope": "a dump was imported into another scope",
+    "join.live": "a start joined the live run for its key",
+    "join.other-subject": "a start under another subject met a live run (refused)",
+    "payload.refused": "a start's payload was not queue-safe (refused before any row)",
+    "payload.cursor-refused": "a handler returned a cursor that is not queue-safe (pass failed)",
+    "drive.unregistered-skipped": "a drive stepped over a due run whose job it does not register",
+    "drive.limit-reached": "a drive's limit left due runs for the next call",
+    "drive.second-pass": "a drive call ran a second pass of one run (max_passes)",
+    "instance.several-scopes": "one instance name live in several scopes at once",
+}
+
+
+class _HasProbes(Protocol):
+    @property
+    def probes(self) -> tuple[tuple[str, int], ...]: ...
+
+
+def probe_totals(seeds: Iterable[_HasProbes]) -> Counter[str]:
+    """How often each probe was hit, over every seed."""
+    totals: Counter[str] = Counter()
+    for summary in seeds:
+        for name, count in summary.probes:
+            totals[name] += count
+    return totals
+
+
+def probe_lines(seeds: Iterable[_HasProbes]) -> Iterator[str]:
+    """A few lines for a sweep's report: the probes hit (with counts) and the ones missed."""
+    totals = probe_totals(seeds)
+    hit = [f"{name} {totals[name]}" for name in PROBES if totals[name]]
+    missed = [name for name in PROBES if not totals[name]]
+    yield f"  probes hit: {len(hit)} of {len(PROBES)}"
+    for start in range(0, len(hit), 6):
+        yield "    " + ", ".join(hit[start : start + 6])
+    if missed:
+        yield f"  probes never hit: {', '.join(missed)}"

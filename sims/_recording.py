@@ -1,0 +1,232 @@
+"""What a world's drives and handlers did, told from THEIR side, for the oracle.
+
+The kernel's own events say what the kernel decided; to check those decisions the oracle needs to
+know, independently, what it was asked: which jobs a drive registered with which policy and lease,
+what each drive call's budget was, what each start was handed, and what each handler did — the steps
+it asked for (with their own retry policies), the step bodies that actually ran and how they ended,
+the counts it added, the door refusals it saw, and what it returned or threw. ``RecordingJobDriver``
+writes those to the trace as ``job.register``, ``drive.call``, ``start.call``/``start.result`` and
+``hx.*`` events (docs/trace-format.md); it changes nothing the kernel sees.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from driver import (
+    KEEP_CURSOR,
+    SYSTEM_DOOR_WAIT,
+    JobDriver,
+    JobDriveReport,
+    JobHandler,
+    JobPassResult,
+    JobRegistration,
+    JobRun,
+    RetryPolicy,
+    StartJobRunInput,
+)
+from scopehost import describe
+
+Record = Callable[[str, dict[str, Any]], None]
+
+
+def error_text(err: BaseException) -> str:
+    """How a record spells an error: its message, or its type's name when it has none."""
+    return str(err) or type(err).__name__
+
+
+def queue_safe(value: Any, depth: int = 0) -> bool:
+    """The spec's queue-safety rule, re-stated: only JSON's own shapes, no NaN, str keys."""
+    if value is None or isinstance(value, str | bool):
+        return True
+    if type(value) is int:
+        return True
+    if type(value) is float:
+        return math.isfinite(value)
+    if depth > 500:
+        return False
+    if type(value) is list:
+        return all(queue_safe(item, depth + 1) for item in value)
+    if type(value) is dict:
+        return all(isinstance(k, str) and queue_safe(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def json_value(value: Any) -> dict[str, Any]:
+    """``{"value": ...}`` for a queue-safe value, else ``{"unsafe": "<type>"}``."""
+    if queue_safe(value):
+        try:
+            json.dumps(value, allow_nan=False)
+            return {"value": value}
+        except (TypeError, ValueError, RecursionError):
+            pass
+    return {"unsafe": type(value).__name__}
+
+
+class _RecordingContext:
+    """The pass context as the handler sees it, recording each request on its way through."""
+
+    def __init__(self, ctx: Any, record: Record, drive: str) -> None:
+        self._ctx = ctx
+        self._record = record
+        self._drive = drive
+        self.door_error: BaseException | None = None
+
+    def _emit(self, event: str, **fields: Any) -> None:
+        self._record(event, {"drive": self._drive, "run": self._ctx.run.id, **fields})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+    @property
+    def run(self) -> Any:
+        return self._ctx.run
+
+    @property
+    def payload(self) -> Any:
+        return self._ctx.payload
+
+    @property
+    def cursor(self) -> Any:
+        return self._ctx.cursor
+
+    @property
+    def counters(self) -> Any:
+        return self._ctx.counters
+
+    def count(self, name: str, by: float = 1) -> None:
+        self._ctx.count(name, by)
+        self._emit("hx.count", name=name, by=by)
+
+    async def scope(self) -> Any:
+        try:
+            door = await self._ctx.scope()
+        except Exception as err:
+            if getattr(err, "reason", None) == SYSTEM_DOOR_WAIT:
+                self.door_error = err
+            self._emit("hx.door", refused=error_text(err))
+            raise
+        return door
+
+    async def step(self, name: str, fn: Callable[[], Any], retry: RetryPolicy | None = None) -> Any:
+        self._emit("hx.step", step=name, retry=describe(retry))
+
+        async def body() -> Any:
+            self._emit("hx.fn", step=name)
+            try:
+                value = fn()
+                if inspect.isawaitable(value):
+                    value = await value
+            except Exception as err:
+                self._emit(
+                    "hx.fn.end", step=name, error=error_text(err), door=err is self.door_error
+                )
+                raise
+            self._emit("hx.fn.end", step=name, error=None, door=False, **json_value(value))
+            return value
+
+        return await self._ctx.step(name, body, retry)
+
+
+def recorded_handler(handler: JobHandler, record: Record, drive: str) -> JobHandler:
+    """``handler``, telling the trace what it asked of its pass and how it ended."""
+
+    async def wrapped(ctx: Any) -> Any:
+        proxy = _RecordingContext(ctx, record, drive)
+        try:
+            result: Any = handler(proxy)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as err:
+            proxy._emit("hx.end", raised=error_text(err), door=err is proxy.door_error)
+            raise
+        proxy._emit("hx.end", **_result_fields(result))
+        return result
+
+    return wrapped
+
+
+def _result_fields(result: Any) -> dict[str, Any]:
+    if result is None:
+        return {"keep": True, "done": False}
+    if not isinstance(result, JobPassResult):
+        return {"bad": type(result).__name__}
+    if result.cursor is KEEP_CURSOR:
+        return {"keep": True, "done": bool(result.done)}
+    cursor = json_value(result.cursor)
+    if "unsafe" in cursor:
+        return {"cursor_unsafe": cursor["unsafe"], "done": bool(result.done)}
+    return {"cursor": cursor["value"], "done": bool(result.done)}
+
+
+class RecordingJobDriver(JobDriver):
+    """A ``JobDriver`` whose registrations, calls, starts and handlers are told to the trace."""
+
+    def __init__(self, host: Any, *, record: Record, **options: Any) -> None:
+        super().__init__(host, **options)
+        self._record = record
+
+    def register_job(
+        self,
+        module_id: str,
+        name: str,
+        handler: JobHandler,
+        *,
+        retry: RetryPolicy | None = None,
+        lease_ms: int | None = None,
+    ) -> JobRegistration:
+        registration = super().register_job(
+            module_id,
+            name,
+            recorded_handler(handler, self._record, self.name),
+            retry=retry,
+            lease_ms=lease_ms,
+        )
+        self._record(
+            "job.register",
+            {
+                "drive": self.name,
+                "module_id": module_id,
+                "job": name,
+                "retry": describe(retry),
+                "lease_ms": lease_ms,
+            },
+        )
+        return registration
+
+    async def run_due_jobs(
+        self, scope_id: str, *, max_passes: int = 1, limit: int | None = None
+    ) -> JobDriveReport:
+        self._record(
+            "drive.call",
+            {"drive": self.name, "scope": scope_id, "max_passes": max_passes, "limit": limit},
+        )
+        return await super().run_due_jobs(scope_id, max_passes=max_passes, limit=limit)
+
+    async def start_job_run(self, scope_id: str, input: StartJobRunInput) -> JobRun:
+        self._record(
+            "start.call",
+            {
+                "drive": self.name,
+                "scope": scope_id,
+                "module_id": input.module_id,
+                "job": input.job,
+                "instance": input.instance,
+                "subject": input.subject,
+                "payload": json_value(input.payload),
+            },
+        )
+        try:
+            run = await super().start_job_run(scope_id, input)
+        except Exception as err:
+            self._record(
+                "start.result",
+                {"drive": self.name, "scope": scope_id, "error": f"{type(err).__name__}"},
+            )
+            raise
+        self._record("start.result", {"drive": self.name, "scope": scope_id, "run": run.id})
+        return run
