@@ -155,6 +155,25 @@ def outside_pointers(root: Path, files: list[Path]) -> list[str]:
     return problems
 
 
+_DOC_MENTION = re.compile(r"(?<![\w/.-])docs/([\w.-]+\.md)\b")
+
+
+def missing_docs(root: Path, files: list[Path]) -> list[str]:
+    """Each mention of ``docs/NAME.md`` in a text file (code, help text, docs) whose file does not
+    exist: a reader sent to it would find nothing."""
+    problems = []
+    for name in files:
+        try:
+            text = (root / name).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        for number, line in enumerate(text.splitlines(), start=1):
+            for mention in _DOC_MENTION.findall(line):
+                if not (root / "docs" / mention).is_file():
+                    problems.append(f"{name}:{number}: docs/{mention} does not exist")
+    return problems
+
+
 def markdown_files(files: list[Path]) -> list[Path]:
     return [name for name in files if name.suffix == ".md"]
 
@@ -180,6 +199,12 @@ def test_every_relative_link_in_the_markdown_resolves() -> None:
 
 def test_no_file_points_readers_outside_the_repository() -> None:
     assert outside_pointers(ROOT, repository_files(ROOT)) == []
+
+
+def test_every_doc_the_code_names_exists() -> None:
+    this_file = Path(__file__).resolve().relative_to(ROOT)  # its own examples name missing docs
+    files = [name for name in repository_files(ROOT) if name != this_file]
+    assert missing_docs(ROOT, files) == []
 
 
 def test_the_docs_index_links_every_document_in_docs() -> None:
@@ -305,3 +330,12 @@ def test_a_documented_value_is_read_as_written() -> None:
         "\n## The next section\n\n| `E` | 4 | u |\n"
     )
     assert documented_values(text) == {"A_MS": 900_000, "B": 0.25, "C": "one", "D": ("x", "y")}
+
+
+def test_a_mention_of_a_missing_doc_is_reported(tmp_path: Path) -> None:
+    _write(tmp_path, "docs/here.md", "# Here\n")
+    files = [
+        _write(tmp_path, "x.py", '"""See docs/here.md, and docs/gone.md for more."""\n'),
+        _write(tmp_path, "y.md", "[a](docs/here.md) and not-docs/gone.md\n"),
+    ]
+    assert missing_docs(tmp_path, files) == ["x.py:1: docs/gone.md does not exist"]
