@@ -25,6 +25,10 @@ from ._trace import Trace
 
 Verdict = Literal["violation", "explained"]
 
+#: At most this many violations of one check on one run are listed as findings; the rest are
+#: counted, in one more finding (a broken rule can repeat on every pass of a run that never ends).
+MAX_REPEATS = 5
+
 #: How ``last_error`` begins on a running run that an import copied into another scope, failed.
 NOT_CARRIED_PREFIX = "not carried: copied from scope "
 
@@ -125,15 +129,41 @@ class TraceChecker:
         self.begin_calls: dict[tuple[str, int], _Pass] = {}
         # Only the send leg carries the arguments; the exec leg is matched to it by (link, seq).
         self.sent: dict[tuple[str, int], Any] = {}
+        #: How many violations each (check, run) has had, listed or not, and when the last unlisted
+        #: one happened.
+        self.violations_of: dict[tuple[str, str | None], int] = defaultdict(int)
+        self.last_unlisted: dict[tuple[str, str | None], float] = {}
         #: The executable model of the spec, checking every store reply and kernel decision.
         self.oracle = Oracle(self.violation)
 
     def violation(self, check: str, run: str | None, t: float, text: str) -> None:
-        self.findings.append(Finding(check, "violation", run, t, text))
+        """Every violation, the checker's and the oracle's, comes through here: the first
+        :data:`MAX_REPEATS` of one check on one run are findings, the rest are counted and reported
+        in one line by :meth:`report` (the verdict is the same; only the repetition goes)."""
+        key = (check, run)
+        seen = self.violations_of[key] = self.violations_of[key] + 1
+        if seen <= MAX_REPEATS:
+            self.findings.append(Finding(check, "violation", run, t, text))
+        else:
+            self.last_unlisted[key] = t
 
     def report(self, *, settles: bool) -> CheckReport:
         self.conclude(settles=settles)
         self.oracle.conclude([f.text for f in self.findings if f.check == "double-run"])
+        for (check, run), seen in self.violations_of.items():
+            if seen > MAX_REPEATS:
+                more = seen - MAX_REPEATS
+                self.findings.append(
+                    Finding(
+                        check,
+                        "violation",
+                        run,
+                        self.last_unlisted[(check, run)],
+                        f"… and {more:,} more {check} {'violation' if more == 1 else 'violations'} "
+                        f"{'on this run' if run else 'like these'}, not listed "
+                        f"(at most {MAX_REPEATS} of one check on one run are)",
+                    )
+                )
         return CheckReport(tuple(self.findings), self.oracle.probe_counts())
 
     def explained(self, check: str, run: str | None, t: float, text: str) -> None:
@@ -518,10 +548,14 @@ class TraceChecker:
         """A double run: two passes of one run both invoked the handler, and the older one's
         handler was still running (or not yet started) when the newer one claimed the run."""
         ran = sorted((p for p in passes if p.invoke_t is not None), key=lambda p: p.claim_t)
+        # Sorted by claim, the passes that overlap a stale one are the run of those that follow it
+        # and claimed before its handler ended: stop at the first that claimed after, so the cost
+        # is the number of overlapping pairs, not the square of the number of passes.
         for i, stale in enumerate(ran):
+            stale_end = _end(stale, self.end_t)
             for fresh in ran[i + 1 :]:
-                if _end(stale, self.end_t) <= fresh.claim_t:
-                    continue
+                if stale_end <= fresh.claim_t:
+                    break
                 self.classify_overlap(run_id, stale, fresh)
 
     def classify_overlap(self, run_id: str, stale: _Pass, fresh: _Pass) -> None:

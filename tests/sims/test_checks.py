@@ -104,3 +104,22 @@ def test_checking_a_kept_trace_agrees_with_checking_it_live() -> None:
     simulation = simulate("lease-expiry-between-steps", 2)
     again = check_trace(simulation.outcome.trace)
     assert again.findings == simulation.report.findings
+
+
+def test_a_violation_repeated_on_one_run_is_listed_a_few_times_then_counted() -> None:
+    invokes = (
+        {"t": 5 + i, "ev": "handler.invoke", "drive": "a", "run": RUN, "owner": f"O{i}"}
+        for i in range(40)
+    )
+    report = check_trace(_build((*_start(0), *invokes)), settles=False)
+    assert not report.ok
+    assert [f.check for f in report.violations] == ["handler-iff-begin"] * 6
+    assert [f.line() for f in report.violations[:5]] == [
+        f"[violation] handler-iff-begin run 0000AA at {5 + i} ms: drive a invoked the handler for "
+        f"pass O{i} with no BEGIN written for it"
+        for i in range(5)
+    ]
+    assert report.violations[5].line() == (
+        "[violation] handler-iff-begin run 0000AA at 44 ms: … and 35 more handler-iff-begin "
+        "violations on this run, not listed (at most 5 of one check on one run are)"
+    )
