@@ -11,6 +11,7 @@ runs it, joined in ``_COMMANDS``; a new subcommand adds one of each.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import textwrap
@@ -196,7 +197,14 @@ _ADDERS: list[Callable[[Any], None]] = [
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
     try:
-        return _COMMANDS[arguments.command](arguments)
+        code = _COMMANDS[arguments.command](arguments)
+        sys.stdout.flush()  # inside the try: a closed pipe is noticed here, not at exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as command-line tools do, and keep
+        # Python from complaining again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except ValueError as error:
         # ValueError is how the simulator refuses input (a scenario, a plan, a seed range, a
         # file); its message is written to be read as it is.
@@ -237,6 +245,14 @@ def _output(path: Path | None, option: str) -> Path | None:
     folder = path.parent
     if not folder.is_dir():
         raise UsageError(f"{option} {path}: the folder {folder} does not exist; create it first")
+    if not path.exists():
+        # A folder can exist and still refuse new files (permissions, a read-only or virtual
+        # file system): find out now by creating the file, not after the world has run.
+        try:
+            path.touch()
+        except OSError as error:
+            raise UsageError(f"{option} {path}: cannot write there ({error.strerror})") from None
+        path.unlink()
     return path
 
 
@@ -280,6 +296,8 @@ def _run(arguments: argparse.Namespace) -> int:
     scenario = find_scenario(arguments.scenario)
     plan = _plan(arguments.plan)
     mutant = _mutant(arguments.mutant)
+    if arguments.story_lines < 0:
+        raise UsageError(f"--story-lines {arguments.story_lines} must be 0 or more")
     trace_path = _output(arguments.trace, "--trace")
     timeline_path = _output(arguments.timeline, "--timeline")
     progress = _RunProgress(sys.stderr) if sys.stderr.isatty() else None
@@ -364,6 +382,11 @@ def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> No
     if simulation.mutant:
         print(f"  store: mutant {simulation.mutant} (a guard of the spec removed on purpose)")
     print("\nstory:")
+    if not simulation.outcome.trace.enabled:
+        print(
+            "  this world keeps no trace (it is too big to hold), so it has no story and no "
+            "timeline; its checks ran live as it went"
+        )
     for line in story_lines(simulation.outcome.trace.events, limit=story_limit):
         print(line)
     if simulation.outcome.trace.events:
@@ -453,7 +476,17 @@ def _replay(arguments: argparse.Namespace) -> int:
     begin = recorded.events[0]
     overridden = bool(begin.get("plan_overridden"))
     plan = plan_from_text(begin["plan"]) if overridden else None
-    scenario = find_scenario(str(begin["scenario"]))
+    try:
+        scenario = find_scenario(str(begin["scenario"]))
+    except ValueError as error:
+        if ":" not in str(begin["scenario"]) or not str(error).startswith("no file "):
+            raise
+        # A user's world file is recorded as it was named on the command line: a relative path
+        # is relative to the folder the trace was written from.
+        raise UsageError(
+            f"{error}; {path} names its world file as it was given when the trace was written "
+            "(relative to that folder): replay from there"
+        ) from None
     simulation = simulate(scenario.ref, int(begin["seed"]), plan=plan, mutant=begin.get("mutant"))
     _tell(simulation, scenario, story_limit=200)
     replayed = list(simulation.outcome.trace.lines())

@@ -274,6 +274,13 @@ def plan_from_text(text: str) -> FaultPlan:
                 raise ValueError(
                     f"plan {text!r} calls something other than {', '.join(sorted(names))}"
                 )
+        elif isinstance(node, ast.Name) and node.id not in names:
+            # A bare name that is not a fault kind (a typo, or a plan pasted without its class)
+            # would otherwise end in eval's NameError.
+            raise ValueError(
+                f"plan {text!r} names {node.id!r}, which is not a fault kind; the kinds are: "
+                f"{', '.join(sorted(names))}"
+            )
         elif not isinstance(
             node,
             ast.Expression
@@ -285,7 +292,10 @@ def plan_from_text(text: str) -> FaultPlan:
             | ast.UnaryOp
             | ast.USub,
         ):
-            raise ValueError(f"plan {text!r} holds a {type(node).__name__}, which a plan cannot")
+            raise ValueError(
+                f"plan {text!r} holds an expression of kind {type(node).__name__}, which a plan "
+                "cannot"
+            )
     value = eval(compile(tree, "<plan>", "eval"), {"__builtins__": {}}, names)
     if isinstance(value, tuple):
         value = FaultPlan(value)

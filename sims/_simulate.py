@@ -143,4 +143,5 @@ def _with_user_checks(report: CheckReport, scenario: Scenario, outcome: Any) -> 
         name = getattr(check, "__name__", "user-check").replace("_", "-")
         for text in check(trace):
             found.append(Finding(name, "violation", None, end, str(text)))
-    return CheckReport((*report.findings, *found))
+    # evolve, not a new report: the probes (and anything else the checks found) are kept.
+    return attrs.evolve(report, findings=(*report.findings, *found))

@@ -32,6 +32,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # A malformed --sims-seeds is the command line's mistake: say so once, before any test runs,
+    # rather than failing every test that uses the fixture.
+    seeds: str | None = config.getoption("--sims-seeds")
+    if seeds is not None:
+        try:
+            parse_seeds(seeds)
+        except ValueError as error:
+            raise pytest.UsageError(f"--sims-seeds: {error}") from None
+
+
 @pytest.fixture
 def sims_worlds(request: pytest.FixtureRequest) -> Callable[..., int]:
     """``sims_worlds(scenario, seeds=range(10), *, plan=None, mutant=None)``: run the scenario

@@ -414,7 +414,15 @@ def replay_history(
 
 def load_history(text: str) -> list[Step]:
     """``--replay``'s value: the history's JSON, or ``@FILE`` holding it."""
-    source = Path(text[1:]).read_text(encoding="utf-8") if text.startswith("@") else text
+    source = text
+    if text.startswith("@"):
+        try:
+            source = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as error:
+            raise ValueError(
+                f"--replay {text}: cannot read {text[1:]} ({error.strerror}); name a file that "
+                "holds a history the kit printed"
+            ) from None
     try:
         return _checked_history(json.loads(source))
     except json.JSONDecodeError as error:

@@ -121,6 +121,11 @@ def test_the_pytest_fixture_runs_worlds_and_takes_seeds_from_the_command_line(
     )
     again.assert_outcomes(failed=1)
     again.stdout.fnmatch_lines(["*assert 3 == 2*"])
+    backwards = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--sims-seeds", "6..4")
+    assert backwards.ret == pytest.ExitCode.USAGE_ERROR
+    backwards.stderr.fnmatch_lines(
+        ["ERROR: --sims-seeds: seeds '6..4' run backwards; write the smaller number first"]
+    )
 
 
 def test_explore_says_so_when_no_plan_breaks_the_fixed_handler(

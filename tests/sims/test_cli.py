@@ -7,13 +7,14 @@ import multiprocessing
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from sims import MUTANTS, SCENARIOS, Trace, find_scenario, plan_from_text
-from sims._cli import _RunProgress, main
+from sims import MUTANTS, SCENARIOS, Trace, find_scenario, plan_from_text, simulate
+from sims._cli import _RunProgress, _tell, main
 from sims._faults import FAULT_KINDS
 from sims._sweep import summarise
 
@@ -120,7 +121,7 @@ def test_list_of_a_file_names_its_scenarios_first(capsys: pytest.CaptureFixture[
 
 
 def test_a_users_scenario_runs_writes_its_trace_and_replays_byte_for_byte(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     trace, timeline = tmp_path / "t.jsonl", tmp_path / "t.html"
     argv = ["run", INVOICE, "--seed", "3", "--trace", str(trace), "--timeline", str(timeline)]
@@ -134,6 +135,13 @@ def test_a_users_scenario_runs_writes_its_trace_and_replays_byte_for_byte(
     capsys.readouterr()
     assert main(["replay", str(trace)]) == 0
     assert f"replay: the new trace is byte-identical to {trace}" in capsys.readouterr().out
+    # From another folder, the recorded relative path of the world file names nothing there.
+    monkeypatch.chdir(tmp_path)
+    assert main(["replay", str(trace)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: no file {EXAMPLE}; {trace} names its world file as it was given when the trace "
+        "was written (relative to that folder): replay from there\n"
+    )
 
 
 def test_the_printed_replay_of_a_mutant_with_a_plan_reproduces_the_same_world(
@@ -246,6 +254,12 @@ def test_help_explains_checks_mutants_and_plans_and_points_at_the_docs(
             "plan \"DropLeg(drive='cron')\" does",
         ),
         (["run", "late-claim", "--plan", "DelayLeg"], "plan 'DelayLeg' is a type, not a FaultPlan"),
+        (["run", "late-claim", "--plan", "garbage"], "plan 'garbage' names 'garbage', which is no"),
+        (["run", "late-claim", "--story-lines", "-1"], "--story-lines -1 must be 0 or more"),
+        (
+            ["run", "late-claim", "--trace", "/proc/no-such-trace.jsonl"],
+            "--trace /proc/no-such-trace.jsonl: cannot write there (",
+        ),
         (["run", "nope"], "no scenario 'nope'; the scenarios are: late-begin, "),
         (
             ["run", f"{EXAMPLE}:nope"],
@@ -336,3 +350,28 @@ def test_a_world_that_raises_is_told_in_one_line_with_its_place(
         f"error: scenario {world}:bad raised at {world}:6 with seed 1: ValueError: no drive "
         "'cron' in this world; add it first with world.add_drive(DriveSpec(name='cron'))\n"
     )
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    # `python -m sims run ... | head -1`: the pipe closes before the story is written.
+    with subprocess.Popen(
+        [sys.executable, "-m", "sims", "run", "late-claim"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        assert process.stdout is not None
+        assert process.stderr is not None
+        process.stdout.close()
+        error = process.stderr.read()
+        assert process.wait(timeout=120) == 141
+    assert error == b""
+
+
+def test_a_world_that_keeps_no_trace_says_why_it_has_no_story(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    simulation = simulate("late-claim", 1, keep_trace=False)
+    _tell(simulation, find_scenario("late-claim"), story_limit=20)
+    out = capsys.readouterr().out
+    assert "story:\n  this world keeps no trace (it is too big to hold), so it has no story" in out
+    assert "\ntimeline:" not in out

@@ -278,6 +278,11 @@ def test_the_cli_says_what_it_compared_and_exits_by_the_verdict(
     assert capsys.readouterr().err == "error: --examples is 0; run at least 1 history\n"
     assert main(["conformance", "--target", reference, "--replay", "[]"]) == 2
     assert capsys.readouterr().err == "error: a history is a non-empty JSON array of steps\n"
+    assert main(["conformance", "--target", reference, "--replay", "@no-such.json"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --replay @no-such.json: cannot read no-such.json (No such file or directory); "
+        "name a file that holds a history the kit printed\n"
+    )
 
 
 def test_a_target_that_does_not_speak_the_wire_fails_the_run_and_says_why(

@@ -59,7 +59,11 @@ def test_a_printed_plan_reads_back() -> None:
     ("text", "message"),
     [
         ("__import__('os').system('true')", r"calls something other than CrashDrive, DelayLeg"),
-        ("FaultPlan(faults=[x for x in ()])", r"holds a ListComp, which a plan cannot"),
+        (
+            "FaultPlan(faults=[x for x in ()])",
+            r"holds an expression of kind ListComp, which a plan cannot",
+        ),
+        ("garbage", r"^plan 'garbage' names 'garbage', which is not a fault kind; the kinds are: "),
         ("DelayLeg(", r"is not Python"),
         ("3", r"is a int, not a FaultPlan"),
     ],
