@@ -53,6 +53,17 @@ class CheckReport:
     findings: tuple[Finding, ...]
     #: The coverage probes the world hit, by name, with how often (``sims._probes``).
     probes: tuple[tuple[str, int], ...] = ()
+    #: Every violation found, the listed ones and those counted past the repeat cap; None when
+    #: the report was built by hand, where the listed findings are all there is.
+    violations_found: int | None = None
+
+    @property
+    def violation_count(self) -> int:
+        """How many violations the world had: what a verdict says (the listed findings alone
+        undercount a world that repeated one violation thousands of times)."""
+        if self.violations_found is not None:
+            return self.violations_found
+        return len(self.violations)
 
     @property
     def violations(self) -> tuple[Finding, ...]:
@@ -164,7 +175,11 @@ class TraceChecker:
                         f"(at most {MAX_REPEATS} of one check on one run are)",
                     )
                 )
-        return CheckReport(tuple(self.findings), self.oracle.probe_counts())
+        return CheckReport(
+            tuple(self.findings),
+            self.oracle.probe_counts(),
+            violations_found=sum(self.violations_of.values()),
+        )
 
     def explained(self, check: str, run: str | None, t: float, text: str) -> None:
         self.findings.append(Finding(check, "explained", run, t, text))

@@ -421,7 +421,7 @@ def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> No
         held = "no invariant violated"
         print(f"  {'as documented; ' if simulation.plan is None else ''}{held}")
     else:
-        violations = len(simulation.report.violations)
+        violations = simulation.report.violation_count
         mismatches = plural(len(simulation.mismatches), "mismatch", "mismatches")
         print(f"  {plural(violations, 'violation')}, {mismatches} with what the scenario documents")
     print(f"  replay with: {simulation.replay_command}")
@@ -499,7 +499,7 @@ def _replay(arguments: argparse.Namespace) -> int:
     rechecked = check_trace(recorded)
     print(
         "replay: the recorded trace, checked again: "
-        f"{plural(len(rechecked.violations), 'violation')}"
+        f"{plural(rechecked.violation_count, 'violation')}"
     )
     return 0 if same and simulation.ok else 1
 
@@ -548,7 +548,7 @@ def _explore(arguments: argparse.Namespace) -> int:
     print(
         f"explore {scenario.ref}{store}, seed {arguments.seed}: the smallest failing plan has "
         f"{plural(len(found.plan), 'fault')}, and the checks report "
-        f"{plural(len(violations), 'violation')}:"
+        f"{plural(found.simulation.report.violation_count, 'violation')}:"
     )
     for finding in violations:
         print(f"  {finding.line()}")

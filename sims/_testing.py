@@ -29,7 +29,7 @@ def describe_failure(simulation: Simulation, *, story_limit: int = 60) -> str:
     """What went wrong in ``simulation``, in words, with its story and its replay command."""
     lines = [
         f"{simulation.scenario}, seed {simulation.seed}: "
-        f"{plural(len(simulation.report.violations), 'violation')}, "
+        f"{plural(simulation.report.violation_count, 'violation')}, "
         f"{plural(len(simulation.mismatches), 'mismatch', 'mismatches')} with what the scenario "
         "documents"
     ]

@@ -196,7 +196,7 @@ def head_html(facts: PageFacts, model: Timeline, trace: Trace) -> str:
     parts.append("</dl>")
     report = facts.report
     counts = (
-        f"{_plural(len(report.violations), 'violation')}, "
+        f"{_plural(report.violation_count, 'violation')}, "
         f"{len(report.explained)} explained by the spec"
     )
     parts.append(f"<h2>checks: {_e(counts)}</h2>")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sims import Trace, check_trace, simulate
+from sims import CheckReport, Trace, check_trace, simulate
 
 RUN = "01RUN0000000000000000000AA"
 ROW = {
@@ -123,3 +123,6 @@ def test_a_violation_repeated_on_one_run_is_listed_a_few_times_then_counted() ->
         "[violation] handler-iff-begin run 0000AA at 44 ms: … and 35 more handler-iff-begin "
         "violations on this run, not listed (at most 5 of one check on one run are)"
     )
+    # The verdict counts every violation, the listed ones and those past the cap.
+    assert report.violation_count == 40
+    assert CheckReport(report.findings).violation_count == 6
