@@ -53,17 +53,15 @@ class CheckReport:
     findings: tuple[Finding, ...]
     #: The coverage probes the world hit, by name, with how often (``sims._probes``).
     probes: tuple[tuple[str, int], ...] = ()
-    #: Every violation found, the listed ones and those counted past the repeat cap; None when
-    #: the report was built by hand, where the listed findings are all there is.
-    violations_found: int | None = None
+    #: Violations counted past the repeat cap beyond the one line that reports them: what the
+    #: listed findings leave out (0 for a report built by hand, or where nothing repeated).
+    violations_unlisted: int = 0
 
     @property
     def violation_count(self) -> int:
         """How many violations the world had: what a verdict says (the listed findings alone
         undercount a world that repeated one violation thousands of times)."""
-        if self.violations_found is not None:
-            return self.violations_found
-        return len(self.violations)
+        return len(self.violations) + self.violations_unlisted
 
     @property
     def violations(self) -> tuple[Finding, ...]:
@@ -178,7 +176,8 @@ class TraceChecker:
         return CheckReport(
             tuple(self.findings),
             self.oracle.probe_counts(),
-            violations_found=sum(self.violations_of.values()),
+            violations_unlisted=sum(self.violations_of.values())
+            - sum(1 for finding in self.findings if finding.verdict == "violation"),
         )
 
     def explained(self, check: str, run: str | None, t: float, text: str) -> None:
