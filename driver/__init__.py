@@ -50,7 +50,7 @@ from ._policy import (
     resolve_retry_policy,
     retry_backoff_ms,
 )
-from ._port import JobRunStore, Observer, SystemScope, ignore_event
+from ._port import STORE_PORT_OPERATIONS, JobRunStore, Observer, SystemScope, ignore_event
 from ._start import start_job_run
 from ._time import add_ms, iso_from_ms, parse_iso_ms
 from ._values import (
@@ -110,6 +110,7 @@ __all__ = [
     "JOB_STEP_REUSED",
     "JOB_SUBJECT_MISMATCH",
     "KEEP_CURSOR",
+    "STORE_PORT_OPERATIONS",
     "SYSTEM_DOOR_WAIT",
     "AdmissionMissOutcome",
     "Conflict",

@@ -74,6 +74,13 @@ class JobRunStore(Protocol):
         ...
 
 
+#: The port's operations by name, in the order the protocol declares them: what a wire that
+#: carries the port (a drive's link, the conformance wire) must offer.
+STORE_PORT_OPERATIONS: tuple[str, ...] = tuple(
+    name for name, member in vars(JobRunStore).items() if callable(member) and name[0] != "_"
+)
+
+
 class SystemScope(Protocol):
     """The scope through the system door, as a pass's ``ctx.scope()`` returns it."""
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from driver import STORE_PORT_OPERATIONS
+
 from ._faults import (
     PAUSE_POINTS,
     UPSTREAM_KINDS,
@@ -32,19 +34,7 @@ from ._faults import (
 )
 
 #: Every operation a drive's wire carries: the store port's, and the door's ``invoke``.
-DRIVE_OPERATIONS = (
-    "start_or_join",
-    "due_keys",
-    "claim",
-    "begin",
-    "miss",
-    "list",
-    "patch",
-    "commit_pass",
-    "begin_step",
-    "record_step",
-    "invoke",
-)
+DRIVE_OPERATIONS = (*STORE_PORT_OPERATIONS, "invoke")
 LEGS = ("request", "reply")
 
 

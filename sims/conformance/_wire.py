@@ -27,6 +27,7 @@ from typing import IO, Any, Final, TypeAlias
 import attrs
 
 from driver import (
+    STORE_PORT_OPERATIONS,
     JobError,
     JobRunFilter,
     JobRunKey,
@@ -42,16 +43,7 @@ WIRE_VERSION: Final = 1
 #: Every operation of wire version 1, in the order docs/conformance.md describes them.
 OPERATIONS: Final = (
     "hello",
-    "start_or_join",
-    "due_keys",
-    "claim",
-    "begin",
-    "miss",
-    "list",
-    "patch",
-    "commit_pass",
-    "begin_step",
-    "record_step",
+    *STORE_PORT_OPERATIONS,
     "shred_subject",
     "export_dump",
     "import_dump",
