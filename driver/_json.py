@@ -68,6 +68,10 @@ def _read_int(digits: str) -> int | float:
     return int(digits) if len(digits) <= JOB_JSON_MAX_INT_DIGITS else float(digits)
 
 
+#: Built once: ``json.loads`` with any keyword builds a fresh decoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_constant, parse_int=_read_int)
+
+
 def _depth_problem(text: str) -> str | None:
     if nesting_depth(text) > JOB_JSON_MAX_DEPTH:
         return (
@@ -85,7 +89,22 @@ def loads(text: str) -> Any:
     problem = _depth_problem(text)
     if problem is not None:
         raise StoredJsonError(problem)
-    return json.loads(text, parse_constant=_constant, parse_int=_read_int)
+    return _DECODER.decode(text)
+
+
+class _LongInt(ValueError):
+    """An int past the limit, met by the fast reading of :func:`json_text_problem`."""
+
+
+def _refuse_long_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > JOB_JSON_MAX_INT_DIGITS:
+        raise _LongInt(digits)
+    return 0
+
+
+#: Reads JSON text once to vet it, built once (see ``_DECODER``); any doubt goes to the careful
+#: reading, which tells "not JSON at all" from "JSON with something the store refuses".
+_VETTER = json.JSONDecoder(parse_constant=_constant, parse_int=_refuse_long_int)
 
 
 def json_text_problem(text: str) -> str | None:
@@ -100,6 +119,19 @@ def json_text_problem(text: str) -> str | None:
     problem = _depth_problem(text)
     if problem is not None:
         return problem
+    try:
+        _VETTER.decode(text)
+    except (_LongInt, StoredJsonError):
+        return _careful_problem(text)  # something refused, or not JSON further on: which?
+    except ValueError:
+        return None  # not JSON at all: it travels verbatim
+    return None  # JSON within the limits, the common case, read once
+
+
+def _careful_problem(text: str) -> str | None:
+    """What :func:`json_text_problem` says of text within the depth limit, found by reading it
+    whole: an int past the limit counts only in text that is JSON, a constant only in text that
+    is JSON but for its constants."""
     long_ints: list[str] = []
 
     def read_int(digits: str) -> int:
@@ -149,6 +181,8 @@ _INT_BOUND: Final = 10**JOB_JSON_MAX_INT_DIGITS
 def surrogate_message(text: str) -> str | None:
     """Why ``text`` cannot be stored (it holds a lone surrogate, which UTF-8 cannot encode), or
     None when it can."""
+    if text.isascii():
+        return None  # ids, times and owners mostly: nothing to encode to know
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as err:

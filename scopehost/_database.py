@@ -4,9 +4,11 @@ Theory of operation. The scope actor owns one connection and calls exactly one m
 per message, so each method is the whole of one store operation and must be indivisible on its
 own: it opens ``BEGIN IMMEDIATE``, runs the spec's statements verbatim (``_sql.py``), and commits —
 or, on ANY error, rolls back, so a failed operation leaves no trace and the connection is ready for
-the next message. Nothing here awaits, sleeps or reads a clock: the store's now is handed in by the
-actor as the keyword ``now``, read inside the message, and every lease time (the claim's due test
-and expiry, BEGIN's margin, each renewal) is computed from it and never from the caller's clock.
+the next message. An operation that is one read statement (the due read, the operator read) runs
+it alone, which SQLite makes a transaction of its own. Nothing here awaits, sleeps or reads a
+clock: the store's now is handed in by the actor as the keyword ``now``, read inside the message,
+and every lease time (the claim's due test and expiry, BEGIN's margin, each renewal) is computed
+from it and never from the caller's clock.
 
 Inputs that would make a statement silently do the wrong thing — a negative lease, a negative
 ``LIMIT`` (which SQLite reads as "no limit"), a time not in the one ISO spelling (string order is
@@ -262,6 +264,24 @@ class _Transaction:
             self._conn.execute("ROLLBACK")
 
 
+class _OneRead:
+    """What a store operation that is ONE read statement runs in: no ``BEGIN``/``COMMIT`` of its
+    own, since SQLite runs a lone statement as a transaction by itself (its snapshot is just as
+    consistent), and those two statements were most of the cost of a due read."""
+
+    __slots__ = ("_watch",)
+
+    def __init__(self, watch: _FileWatch | None) -> None:
+        self._watch = watch
+
+    def __enter__(self) -> None:
+        if self._watch is not None:
+            self._watch.check()
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+
 class ScopeDatabase:
     """One scope's job-run store over a connection this object then owns.
 
@@ -293,7 +313,9 @@ class ScopeDatabase:
         self._conn = conn
         conn.row_factory = sqlite3.Row
         self._added_columns = ensure_schema(conn)
-        self._tx = _Transaction(conn, _file_watch(conn, scope_id))
+        watch = _file_watch(conn, scope_id)
+        self._tx = _Transaction(conn, watch)
+        self._one_read = _OneRead(watch)
 
     @property
     def scope_id(self) -> str:
@@ -354,7 +376,7 @@ class ScopeDatabase:
             remedy="a due snapshot reads a whole number of keys, 0 or more "
             "(SQLite would read a negative limit as no limit)",
         )
-        with self._tx:
+        with self._one_read:
             rows = self._conn.execute(_DUE_BY_RANGES_SQL, (now_param, max)).fetchall()
         return [JobDueKey(row[0], row[1], row[2]) for row in rows]
 
@@ -589,7 +611,7 @@ class ScopeDatabase:
                 params.append(value)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         params.append(job_run_list_limit(filter.limit))
-        with self._tx:
+        with self._one_read:
             rows = self._conn.execute(
                 f"SELECT * FROM {RUNS_TABLE}{where} ORDER BY id DESC LIMIT ?", params
             ).fetchall()

@@ -10,11 +10,14 @@ import attrs
 #: trace describes the same few row and claim types hundreds of thousands of times.
 _FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
 
+#: The types a trace writes as they are (exactly these: a subclass is described as its base).
+_PLAIN = frozenset({type(None), str, int, float, bool})
+
 
 def describe(value: Any) -> Any:
     """``value`` as JSON-ready data: attrs values as dicts, errors as ``"Type: message"``."""
     kind = type(value)
-    if value is None or kind is str or kind is int or kind is float or kind is bool:
+    if kind in _PLAIN:
         return value
     if isinstance(value, bool | int | float | str):
         return value
@@ -22,12 +25,20 @@ def describe(value: Any) -> Any:
     if names == ():
         names = tuple(field.name for field in attrs.fields(kind)) if attrs.has(kind) else None
         _FIELD_NAMES[kind] = names
+    # Most parts are plain (ids, times, counts): they are taken as they are, without a call each.
     if names is not None:
-        return {name: describe(getattr(value, name)) for name in names}
+        return {
+            name: part if type(part) in _PLAIN else describe(part)
+            for name in names
+            for part in (getattr(value, name),)
+        }
     if isinstance(value, BaseException):
         return f"{type(value).__name__}: {value}"
     if isinstance(value, list | tuple):
-        return [describe(item) for item in value]
+        return [item if type(item) in _PLAIN else describe(item) for item in value]
     if isinstance(value, dict):
-        return {str(key): describe(item) for key, item in value.items()}
+        return {
+            str(key): item if type(item) in _PLAIN else describe(item)
+            for key, item in value.items()
+        }
     return repr(value)

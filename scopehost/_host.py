@@ -137,7 +137,7 @@ class ScopeHost:
 
     def monotonic_ms(self) -> float:
         """Virtual time in ms: a drive's default monotonic clock."""
-        return trio.current_time() * 1000.0
+        return self.network.now() * 1000.0
 
     async def sleep_ms(self, ms: float) -> None:
         """Sleep in virtual time through the host's deterministic timer."""

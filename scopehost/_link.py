@@ -175,7 +175,7 @@ class Link:
         if delay == 0:
             flight.arrive()
         else:
-            flight.timed = host.network.at(trio.current_time() + delay / 1000.0, flight.arrive)
+            flight.timed = host.network.after(delay / 1000.0, flight.arrive)
         step = await flight.next_step()
         if isinstance(step, list):
             # Some hooks want this request: they run here, in the calling task.
@@ -357,9 +357,7 @@ class _Flight:
         if delay == 0:
             self._wake(step)
         else:
-            self.timed = self.host.network.at(
-                trio.current_time() + delay / 1000.0, lambda: self._wake(step)
-            )
+            self.timed = self.host.network.after(delay / 1000.0, lambda: self._wake(step))
 
 
 async def _request_verdict(hooks: list[RequestHook], call: LinkCall) -> RequestVerdict:

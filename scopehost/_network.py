@@ -45,6 +45,10 @@ class Network:
 
     def __init__(self, *, jump_clock: bool = False) -> None:
         self.jump_clock = jump_clock
+        #: Virtual time in seconds, read from the run's clock itself: ``trio.current_time()`` is
+        #: the same value through Trio's public wrapper, at a microsecond a read, and a world reads
+        #: the time on every leg of every call. (A network belongs to one run: its host's.)
+        self.now: Callable[[], float] = trio.lowlevel.current_clock().current_time
         self._heap: list[Timed] = []
         self._seq = itertools.count()
         #: The cancel scope the network task sleeps in, its deadline the earliest entry's due
@@ -64,13 +68,17 @@ class Network:
             timer.deadline = due
         return entry
 
+    def after(self, seconds: float, action: Callable[[], None]) -> Timed:
+        """:meth:`at` ``seconds`` from now."""
+        return self.at(self.now() + seconds, action)
+
     async def sleep_ms(self, ms: float) -> None:
         """Sleep ``ms`` milliseconds of virtual time, woken in (due, seq) order."""
         if not (ms >= 0 and math.isfinite(ms)):
             raise ValueError(f"a delay of {ms!r} ms is not a finite number >= 0")
         if ms == 0:
             return
-        await self.sleep_until(trio.current_time() + ms / 1000.0)
+        await self.sleep_until(self.now() + ms / 1000.0)
 
     async def sleep_until(self, due: float) -> None:
         task = trio.lowlevel.current_task()
@@ -109,7 +117,7 @@ class Network:
 
     def _run_due(self) -> None:
         heap = self._heap
-        now = trio.current_time()
+        now = self.now()
         while heap and (heap[0][0] <= now or heap[0][2] is None):
             action = heapq.heappop(heap)[2]
             if action is not None:

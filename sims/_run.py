@@ -106,7 +106,11 @@ async def _main(
     meta: dict[str, Any],
 ) -> WorldOutcome:
     checker = TraceChecker()
-    trace = Trace(enabled=setup.trace, listeners=[checker.observe, *setup.listeners])
+    trace = Trace(
+        enabled=setup.trace,
+        listeners=[checker.observe, *setup.listeners],
+        now=trio.lowlevel.current_clock().current_time,
+    )
     trace.record(
         "world.begin",
         {"format": TRACE_FORMAT, "seed": seed, "plan": repr(setup.plan), **meta},

@@ -100,16 +100,15 @@ class SimDrive:
         # A monotonic clock has an arbitrary origin; a different one per drive makes sure the
         # kernel never compares it with anything but itself.
         origin = 1_000_000.0 * (index + 1)
+        virtual_s = world.host.network.now
         # Recording: the oracle learns what each handler asked, from the handler's side.
         self.driver: JobDriver = RecordingJobDriver(
             world.host,
             record=world.trace.record,
             name=spec.name,
             link=self.link,
-            now=lambda: iso_from_ms(
-                DEFAULT_EPOCH_MS + spec.clock_skew_ms + trio.current_time() * 1000.0
-            ),
-            monotonic=lambda: origin + trio.current_time() * 1000.0,
+            now=lambda: iso_from_ms(DEFAULT_EPOCH_MS + spec.clock_skew_ms + virtual_s() * 1000.0),
+            monotonic=lambda: origin + virtual_s() * 1000.0,
             rng=world.rng(f"drive:{spec.name}"),
             observer=world.trace.record,
             log=_DRIVE_LOG,
@@ -304,7 +303,7 @@ class World:
         return random.Random(f"{self.seed}/{stream}")
 
     def now_ms(self) -> float:
-        return trio.current_time() * 1000.0
+        return self.host.network.now() * 1000.0
 
     async def sleep_until_ms(self, at_ms: float) -> None:
         delay = at_ms - self.now_ms()

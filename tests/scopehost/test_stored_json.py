@@ -7,9 +7,11 @@ from typing import Any
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from driver import JOB_JSON_MAX_DEPTH, JOB_JSON_MAX_INT_DIGITS, ValidationFailed, job_run_of
-from driver._json import json_text_problem, loads, nesting_depth
+from driver._json import _careful_problem, json_text_problem, loads, nesting_depth
 
 from .store_support import (
     LEASE_MS,
@@ -64,6 +66,23 @@ LONG_INT_MESSAGE = (
 )
 def test_which_json_text_may_enter_the_store(text: str, problem: str | None) -> None:
     assert json_text_problem(text) == problem
+
+
+_LONG_INT = "9" * (JOB_JSON_MAX_INT_DIGITS + 1)
+#: Pieces of JSON text, refused ones and broken ones among them, to be joined at random.
+_PIECES = st.sampled_from(
+    [
+        *("[", "]", "{", "}", ",", ":", '"a"', "1", "-2", "1.5", "null", "NaN", "-Infinity"),
+        *(_LONG_INT, f"-{_LONG_INT}", f'"{_LONG_INT}"', "x", '"\\"'),
+    ]
+)
+
+
+@given(st.lists(_PIECES, max_size=12).map("".join))
+def test_the_one_fast_reading_says_what_the_careful_reading_says(text: str) -> None:
+    # Text JSON within the limits is vetted by one reading; anything else is read with care. The
+    # two must agree on every text, refused or broken.
+    assert json_text_problem(text) == _careful_problem(text)
 
 
 def test_the_depth_scan_counts_only_brackets_outside_strings() -> None:
