@@ -24,7 +24,8 @@ _V = TypeVar("_V")
 #: The last few thousand conversions each way. A store turns the same few moments (its clock's
 #: reading, the leases and backoffs it wrote) back and forth many times per operation, and a cache
 #: hit costs a twentieth of the arithmetic. Both functions are pure, so a hit is the same answer;
-#: a failed conversion raises and is never cached.
+#: a failed conversion raises and is never cached. Each conversion also teaches the other
+#: direction its answer: there is one spelling per whole millisecond.
 _CACHE_SIZE = 4096
 _ISO_OF_MS: dict[float, str] = {}
 _MS_OF_ISO: dict[str, int] = {}
@@ -73,6 +74,8 @@ def iso_from_ms(ms: float) -> str:
     iso = _ISO_OF_MS.get(ms)
     if iso is None:
         iso = _remember(_ISO_OF_MS, ms, _iso_from_ms(ms))
+        # Read back next, as a rule (the store parses the now it is handed): already known.
+        _remember(_MS_OF_ISO, iso, math.floor(ms))
     return iso
 
 
@@ -94,9 +97,12 @@ def _iso_from_ms(ms: float) -> str:
 
 def parse_iso_ms(text: str) -> int:
     """The inverse of :func:`iso_from_ms`; refuses any other spelling, and impossible dates."""
-    ms = _MS_OF_ISO.get(text) if type(text) is str else None
+    if type(text) is not str:
+        return _parse_iso_ms(text)  # refused, or a str subclass: not remembered
+    ms = _MS_OF_ISO.get(text)
     if ms is None:
         ms = _remember(_MS_OF_ISO, text, _parse_iso_ms(text))
+        _remember(_ISO_OF_MS, ms, text)  # the one spelling, so it is also ms's
     return ms
 
 

@@ -167,9 +167,13 @@ class ScopeHost:
         operation: str,
         args: tuple[Any, ...],
         reply: Callable[[LinkOutcome], None],
+        *,
+        at_once: bool = False,
     ) -> None:
-        """Queue one operation at the scope's actor; ``reply`` hears the outcome as it runs."""
-        self._actor(scope_id).submit(Message(operation, args, reply))
+        """Queue one operation at the scope's actor; ``reply`` hears the outcome as it runs.
+        ``at_once``: the request is off the wire, outside any task, and an idle actor may serve
+        it at once (see ``ScopeActor.submit``)."""
+        self._actor(scope_id).submit(Message(operation, args, reply), at_once=at_once)
 
     def observe_rpc(
         self,

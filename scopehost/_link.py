@@ -175,7 +175,7 @@ class Link:
         if delay == 0:
             flight.arrive()
         else:
-            flight.timed = host.network.after(delay / 1000.0, flight.arrive)
+            flight.timed = host.network.after(delay / 1000.0, flight.arrive_off_the_wire)
         step = await flight.next_step()
         if isinstance(step, list):
             # Some hooks want this request: they run here, in the calling task.
@@ -305,7 +305,12 @@ class _Flight:
             self._parked = False
             trio.lowlevel.reschedule(self._task)
 
-    def arrive(self) -> None:
+    def arrive_off_the_wire(self) -> None:
+        """:meth:`arrive`, run by the network when the request's delay ended: no task is in the
+        middle of anything, so an idle scope may serve it at once."""
+        self.arrive(at_once=True)
+
+    def arrive(self, *, at_once: bool = False) -> None:
         """The request's delay is over: hooks, then drop rules, then the scope's queue."""
         self.timed = None
         try:
@@ -319,11 +324,11 @@ class _Flight:
             elif _take(self.link._request_drops, self.call):
                 self._wake(_REQUEST_DROPPED)
             else:
-                self.submit()
+                self.submit(at_once=at_once)
         except Exception as error:
             self._wake(error)
 
-    def submit(self) -> None:
+    def submit(self, *, at_once: bool = False) -> None:
         call = self.call
         host = self.host
         if host.closed:
@@ -331,7 +336,7 @@ class _Flight:
                 HostClosed(f"{call.operation} on scope {call.scope_id!r}: the scope host is closed")
             )
             return
-        host.submit(call.scope_id, call.operation, call.args, self.replied)
+        host.submit(call.scope_id, call.operation, call.args, self.replied, at_once=at_once)
 
     def replied(self, outcome: LinkOutcome) -> None:
         """The operation ran (called in the actor's task): the reply leg starts now."""

@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 from driver import JobRunFilter, ValidationFailed
-from scopehost import ScopeDatabase, ScopeEvicted, StoreClock, open_scope_host
+from scopehost import Link, ScopeDatabase, ScopeEvicted, StoreClock, VirtualClock, open_scope_host
 from scopehost._actor import Message, ScopeActor
 
 from .async_support import STARTED, new_row
@@ -161,3 +161,70 @@ async def test_a_scope_file_of_an_older_shape_is_upgraded_when_its_actor_starts(
         claim = await stub.claim("01RUNA", "owner-1", 1_000)
         assert claim is not None
         assert claim.run.lease_owner == "owner-1"
+
+
+async def test_an_idle_actor_serves_a_request_off_the_wire_at_once_and_a_busy_one_queues_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    connection = sqlite3.connect(":memory:", isolation_level=None)
+    actor = ScopeActor(
+        "s1", lambda: ScopeDatabase(connection, "s1"), lambda database: None, StoreClock()
+    )
+    first, second, third = (new_row(f"01RUN{c}", instance=c) for c in "ABC")
+    opening = Message("start_or_join", (first.key, first))
+    actor.submit(opening)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(actor.serve)
+        assert opening.done is not None
+        await opening.done.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        # Idle (parked, queue empty, database open): served here and now, in the caller's turn.
+        heard: list[str] = []
+        at_once = Message("start_or_join", (second.key, second), lambda o: heard.append("second"))
+        actor.submit(at_once, at_once=True)
+        assert heard == ["second"]
+        # A message already waits: the one off the wire queues behind it, and both run in order.
+        waiting = Message("start_or_join", (third.key, third), lambda o: heard.append("third"))
+        actor.submit(waiting)
+        behind = Message("list", (JobRunFilter(),), lambda o: heard.append("list"))
+        actor.submit(behind, at_once=True)
+        assert heard == ["second"]
+        await trio.testing.wait_all_tasks_blocked()
+        assert heard == ["second", "third", "list"]
+        assert behind.outcome is not None
+        assert [row.id for row in behind.outcome.unwrap()] == ["01RUNC", "01RUNB", "01RUNA"]
+        nursery.cancel_scope.cancel()
+
+
+def test_a_call_with_latency_on_both_legs_costs_one_scheduler_batch() -> None:
+    # The request is served as it comes off the wire and the reply wakes the caller: the caller's
+    # own batch is the only one. Without latency the actor's task serves it: two batches.
+    batches: list[int] = []
+
+    class Batches(trio.abc.Instrument):
+        ran = False
+
+        def before_io_wait(self, timeout: float) -> None:
+            self.ran = False
+
+        def before_task_step(self, task: trio.lowlevel.Task) -> None:
+            if not self.ran:
+                self.ran = True
+                batches.append(1)
+
+    async def main() -> dict[float, int]:
+        counts = {}
+        async with open_scope_host(clock=StoreClock(), jump_clock=True) as host:
+            for ms in (1.0, 0.0):
+                stub = host.stub("s1", link=Link(name=f"l{ms}", request_ms=ms, reply_ms=ms))
+                await stub.list(JobRunFilter())  # the actor starts and opens its database
+                instrument = Batches()
+                trio.lowlevel.add_instrument(instrument)
+                batches.clear()
+                for _ in range(10):
+                    await stub.list(JobRunFilter())
+                trio.lowlevel.remove_instrument(instrument)
+                counts[ms] = len(batches)
+        return counts
+
+    assert trio.run(main, clock=VirtualClock()) == {1.0: 10, 0.0: 20}
