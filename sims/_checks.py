@@ -144,6 +144,7 @@ class TraceChecker:
         self.last_unlisted: dict[tuple[str, str | None], float] = {}
         #: The executable model of the spec, checking every store reply and kernel decision.
         self.oracle = Oracle(self.violation)
+        self._handlers: dict[str, Any] = {}
 
     def violation(self, check: str, run: str | None, t: float, text: str) -> None:
         """Every violation, the checker's and the oracle's, comes through here: the first
@@ -195,7 +196,7 @@ class TraceChecker:
         name = event["ev"]
         if name == "rpc.exec" and "result" in event:
             args = self.sent.pop((event["link"], event["seq"]), [])
-            handler = getattr(self, "exec_" + event["op"], None)
+            handler = self._handler("exec_" + event["op"])
             if handler is not None:
                 handler(event, args)
         elif name == "rpc.exec":
@@ -206,10 +207,19 @@ class TraceChecker:
         elif name == "rpc.send":
             self.sent[(event["link"], event["seq"])] = event["args"]
         else:
-            handler = getattr(self, "on_" + name.replace(".", "_"), None)
+            handler = self._handler("on_" + name.replace(".", "_"))
             if handler is not None:
                 handler(event)
         self.end_t = event["t"]
+
+    def _handler(self, method: str) -> Any:
+        """This checker's method of that name, or None; looked up once per name, since most events
+        have none and a failed lookup costs an exception each time."""
+        try:
+            return self._handlers[method]
+        except KeyError:
+            handler = self._handlers[method] = getattr(self, method, None)
+            return handler
 
     def model(self, scope: str, run_id: str, row: dict[str, Any] | None = None) -> _Run:
         run = self.runs.get((scope, run_id))
