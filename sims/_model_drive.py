@@ -71,7 +71,6 @@ class DriveRules(KernelRecords):
             self._check_turn(tick, run_id, e["t"])
         p = PassModel(owner, run_id, drive, scope, lease_ms, policy, tick, e["t"])
         self.passes[owner] = p
-        self.by_call[(drive, e["seq"])] = ("claim", p)
 
     def _job_of(self, drive: str, tick: TickModel | None, run_id: str) -> tuple[Policy, int] | None:
         key = self.run_keys.get(run_id)

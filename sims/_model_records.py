@@ -143,7 +143,6 @@ class KernelRecords:
         self.passes: dict[str, PassModel] = {}
         self.ticks: dict[tuple[str, str], TickModel] = {}
         self.owners: set[str] = set()
-        self.by_call: dict[tuple[str, int], tuple[str, PassModel | None]] = {}
         self.current: dict[tuple[str, str], PassModel] = {}
         self.starts: dict[tuple[str, str], Row] = {}
         #: Each run's (module_id, job), kept by the oracle from the store's rows.
