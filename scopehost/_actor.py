@@ -193,7 +193,8 @@ class ScopeActor:
 
     def _unserved_error(self, message: Message, failure: Exception | None) -> ScopeHostError:
         if isinstance(failure, ScopeUnavailable):
-            return ScopeUnavailable(f"{message.operation} did not run: {failure}")
+            # Of the same type, so a caller can tell a lost file (ScopeFileGone) from the rest.
+            return type(failure)(f"{message.operation} did not run: {failure}")
         if failure is not None:
             return ScopeUnavailable(
                 f"{message.operation} on scope {self.scope_id!r} did not run: its database "

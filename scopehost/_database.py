@@ -215,8 +215,9 @@ class _FileWatch:
             return
         raise ScopeFileGone(
             f"scope {self._scope_id!r}: its database file {self._path} was deleted or replaced "
-            "while the scope had it open; nothing was written — restore the file, or evict the "
-            "scope to start over on whatever the path now holds"
+            "while the scope had it open; nothing was written — restore the file and evict the "
+            f"scope to reopen it, or call forget({self._scope_id!r}) on the scope host to start "
+            "the scope over empty"
         )
 
 

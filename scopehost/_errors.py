@@ -39,8 +39,10 @@ class ScopeUnavailable(ScopeHostError):
 
 
 class ScopeFileGone(ScopeUnavailable):
-    """The scope's database file was deleted (or replaced) while the scope had it open; the call
-    did not run, rather than write into a file nobody can open again."""
+    """The scope's database file was deleted (or replaced) while the scope had it open, or is
+    missing though the host's directory held it before; the call did not run, rather than write
+    into a file nobody can open again or start the scope over empty. ``ScopeHost.forget`` accepts
+    the loss."""
 
 
 class HostClosed(ScopeHostError):

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeAlias
+from urllib.parse import quote
 
 import trio
 
@@ -24,7 +25,8 @@ from ._actor import Message, ScopeActor
 from ._clock import Clock, WallClock
 from ._database import ModuleOperation, ScopeDatabase
 from ._describe import describe
-from ._errors import DoorHeld, HostClosed
+from ._errors import DoorHeld, HostClosed, ScopeFileGone
+from ._known import KnownScopes
 from ._link import Link, LinkCall, LinkOutcome
 from ._network import Network, check_jumpable_clock
 from ._retirement import Retirement, check_idle_ms, check_max_open, out_of_file_handles
@@ -89,6 +91,8 @@ class ScopeHost:
             max_open=check_max_open(max_open_scopes),
         )
         self._memory: dict[str, sqlite3.Connection] = {}
+        #: The scopes the directory has held, so a missing file is an error (see ``_known``).
+        self._known = KnownScopes(directory) if directory is not None else None
         self._held_doors: set[tuple[str, str]] = set()
         self._direct = Link(name=DIRECT_LINK)
         self.closed = False
@@ -243,9 +247,18 @@ class ScopeHost:
                 connection = sqlite3.connect(":memory:", isolation_level=None)
                 self._memory[scope_id] = connection
             return self._database(connection, scope_id, operations=self._operations)
+        assert self._known is not None
+        path = self.directory / f"{scope_id}.sqlite3"
+        if scope_id not in self._known:
+            self._known.refresh()  # another host on this directory may have opened it since
+        # A scope this directory has held is opened without the right to create its file
+        # (mode=rw): if the file is gone, SQLite fails instead of starting it over empty.
+        known = scope_id in self._known
         try:
             connection = sqlite3.connect(
-                self.directory / f"{scope_id}.sqlite3", isolation_level=None
+                f"file:{quote(str(path))}?mode={'rw' if known else 'rwc'}",
+                uri=True,
+                isolation_level=None,
             )
             try:
                 # WAL with synchronous=NORMAL, the durability a Durable Object gives: a commit is
@@ -254,14 +267,68 @@ class ScopeHost:
                 # twelve times as much.
                 connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute("PRAGMA synchronous=NORMAL")
-                return self._database(connection, scope_id, operations=self._operations)
+                database = self._database(connection, scope_id, operations=self._operations)
             except BaseException:
                 connection.close()
                 raise
         except sqlite3.OperationalError as error:
             # SQLite says only "unable to open database file": find out whether the process
-            # ran out of file handles, the one cause a host's own settings can fix.
-            raise out_of_file_handles(scope_id, self.retirement.max_open) or error from error
+            # ran out of file handles, the one cause a host's own settings can fix, or whether
+            # the file of a scope this directory has held is gone.
+            handles = out_of_file_handles(scope_id, self.retirement.max_open)
+            if handles is not None:
+                raise handles from error
+            if not known or path.exists():
+                raise
+            self._known.refresh()
+            if scope_id not in self._known:
+                # Another host on this directory forgot the scope meanwhile: start it over.
+                return self._open_database(scope_id)
+            raise ScopeFileGone(
+                f"scope {scope_id!r}: its database file {path} is gone, and this directory held "
+                "it before; nothing was written and no empty file was created in its place — "
+                f"restore the file, or call forget({scope_id!r}) on the scope host to start the "
+                "scope over empty"
+            ) from error
+        try:
+            self._known.add(scope_id)
+        except BaseException:
+            connection.close()
+            raise
+        return database
+
+    def forget(self, scope_id: str) -> None:
+        """Accept that a scope's database file is gone: the next call to the scope starts it over
+        with a fresh, empty file instead of failing with ``ScopeFileGone``.
+
+        Refused while the path still holds the scope's file (forgetting is for a loss, not a way
+        to delete), and while calls wait in the scope's queue. An actor still open on the deleted
+        file is closed first, and the write-ahead log and shared memory the file left behind are
+        removed: a new file must never share them with a connection to the old one."""
+        check_scope_id(scope_id)
+        if self.directory is None:
+            raise ValueError(
+                f"forget({scope_id!r}): this host keeps its scopes in memory, where no file can "
+                "go missing; there is nothing to forget"
+            )
+        assert self._known is not None
+        path = self.directory / f"{scope_id}.sqlite3"
+        if path.exists():
+            raise ValueError(
+                f"forget({scope_id!r}): its database file {path} is still there; to start the "
+                "scope over empty, delete the file (with its -wal and -shm files) first"
+            )
+        actor = self._actors.get(scope_id)
+        if actor is not None and not actor.closed:
+            if not actor.retire():  # closes the old connection now, unless calls wait
+                raise ValueError(
+                    f"forget({scope_id!r}): calls to the scope are waiting in its queue; "
+                    "forget it once they have been answered"
+                )
+            del self._actors[scope_id]
+        for suffix in ("-wal", "-shm"):
+            path.with_name(path.name + suffix).unlink(missing_ok=True)
+        self._known.discard(scope_id)
 
     def _close_database(self, database: ScopeDatabase) -> None:
         # An in-memory database IS its connection: it stays open for the next actor.
@@ -270,6 +337,8 @@ class ScopeHost:
 
     def _close(self) -> None:
         self.closed = True
+        if self._known is not None:
+            self._known.close()
         for connection in self._memory.values():
             connection.close()
         self._memory.clear()

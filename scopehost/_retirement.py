@@ -13,7 +13,9 @@ scope it ever touched. Two limits, each optional:
   are opened (retirement happens only when a scope starts, or when an idle time runs out).
 
 Retiring is invisible to callers: the next call to a retired scope starts a fresh actor on the same
-database, as after an eviction, but nothing queued is failed (nothing is queued).
+database, as after an eviction, but nothing queued is failed (nothing is queued). If the database's
+file was deleted meanwhile, that call fails with ``ScopeFileGone`` instead of creating an empty one
+(see ``scopehost._known``).
 """
 
 from __future__ import annotations

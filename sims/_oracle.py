@@ -26,7 +26,8 @@ from typing import Any
 
 from ._model import ScopeModel, predict
 from ._model_erasure import REFUSED, tombstone_of
-from ._model_kernel import KernelModel, PassModel
+from ._model_kernel import KernelModel
+from ._model_records import PassModel
 from ._probes import PROBES
 
 #: The first trace format that carries what the oracle reads (docs/trace-format.md).

@@ -45,8 +45,8 @@ async def test_a_scope_whose_file_was_deleted_fails_its_next_operation_clearly(
         second = new_row("01RUNB", instance="other")
         message = (
             f"scope 's1': its database file {path} was deleted or replaced while the scope had "
-            "it open; nothing was written — restore the file, or evict the scope to start over "
-            "on whatever the path now holds"
+            "it open; nothing was written — restore the file and evict the scope to reopen it, "
+            "or call forget('s1') on the scope host to start the scope over empty"
         )
         with pytest.raises(ScopeFileGone, match=f"^{re.escape(message)}$"):
             await stub.start_or_join(second.key, second)
@@ -54,4 +54,6 @@ async def test_a_scope_whose_file_was_deleted_fails_its_next_operation_clearly(
             await stub.list(JobRunFilter())
         assert not path.exists()
         host.evict("s1")
-        assert await stub.list(JobRunFilter()) == []  # a fresh, empty file
+        with pytest.raises(ScopeFileGone, match="is gone, and this directory held it before"):
+            await stub.list(JobRunFilter())  # not silently a fresh, empty file
+        assert not path.exists()

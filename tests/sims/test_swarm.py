@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from sims import World, WorldSetup, run_world, simulate
+from sims import World, WorldSetup, run_world, simulate, sweep
 from sims._swarm import draw_swarm
 from sims._world import DriveSpec
 
@@ -97,3 +97,15 @@ def test_a_few_swarm_worlds_do_what_the_spec_has_rules_for() -> None:
         "a",  # dump imports ("a dump of ...") and the deploy ("a deploy registers ...")
     ):
         assert seen[name] > 0, f"no {name!r} in seeds 0..7: {sorted(seen)}"
+
+
+def test_a_flat_admission_backoff_is_caught_by_many_swarm_worlds() -> None:
+    # A miss's reply carries only the count; the swarm's checkpoint after each miss is what shows
+    # the backoff it wrote. Half the worlds have the slow drive, whose misses run to the tenth.
+    report = sweep("random", range(8), jobs=1, mutant="admission-backoff-flat")
+    caught = [
+        s.seed
+        for s in report.seeds
+        if any("] store-rows " in v and "next_attempt_at" in v for v in s.violations)
+    ]
+    assert len(caught) >= 3, f"seeds 0..7 caught the flat backoff only in {caught}"
