@@ -2,7 +2,7 @@
 scheduler batches per store call, and how a sweep scales with processes.
 
 Run as ``python -m bench.bench_sims [SEEDS]``. Each world is a whole ``trio.run`` under a
-``VirtualClock``, with its trace kept and its checks run, exactly as ``python -m sims sweep`` runs it.
+``VirtualClock``, with its trace kept and its checks run, as ``python -m sims sweep`` runs it.
 Rates are CPU time of this process (``time.process_time``), and each world figure is also given
 per 1 000 bare Trio request/reply round trips measured right before and after it (see
 ``bench/_rounds.py``): the ratio is what to compare between runs and machines.
