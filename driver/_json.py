@@ -23,9 +23,13 @@ JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, 
 _REMEDY = "a run carries ids and configuration, never bytes, class instances or functions"
 
 
+#: Built once (as ``_DECODER`` below): ``json.dumps`` with any keyword builds an encoder per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def dumps(value: Any) -> str:
     """The one compact spelling every JSON column is written in."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _ENCODER.encode(value)
 
 
 class StoredJsonError(ValueError):

@@ -79,19 +79,19 @@ def _step_default(value: object) -> Any:
     raise TypeError(f"{type(value).__qualname__} is not JSON")
 
 
+#: Built once: ``json.dumps`` with any keyword builds a fresh encoder per call.
+_STEP_ENCODER = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_step_default
+)
+
+
 def step_result_json(value: object) -> str:
     """A step's value as the ledger stores it (compact, no NaN, datetimes as ISO text); raises
     ``ValueError`` naming the part the store could not hold (see ``queue_safety_errors``)."""
     errors = queue_safety_errors(value, "result", allow_datetime=True)
     if errors:
         raise ValueError(str(ValidationFailed(errors)))
-    return json.dumps(
-        value,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-        default=_step_default,
-    )
+    return _STEP_ENCODER.encode(value)
 
 
 @attrs.frozen
