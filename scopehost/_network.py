@@ -11,12 +11,13 @@ call still yields while the scope's actor serves it, which is where calls interl
 
 By default the network task sleeps in a cancel scope whose deadline is its earliest entry. With
 ``jump_clock=True`` (what the simulator asks for: its world is the whole run and its clock a
-``MockClock(autojump_threshold=0)``) there is no network task at work: a Trio instrument moves
-virtual time from the run loop itself. Just before the loop would wait for I/O with no task able to
-run, it jumps the clock to the earliest entry (unless a Trio deadline comes first; the clock's own
-autojump serves that one) and runs the entries due there, so the tasks they wake run in that same
-pass of the loop. A timed leg then costs no scheduler batch of its own: a call with latency on
-both legs takes two batches (the actor's, the caller's), as a call without latency does. Entries
+``VirtualClock``) there is no network task at work: a Trio instrument moves virtual time from the
+run loop itself. Just before the loop would wait for I/O with no task able to run, it jumps the
+clock to the earliest entry (unless a Trio deadline comes first) and runs the entries due there,
+so the tasks they wake run in that same pass of the loop; if they wake none, it goes on to the
+next entry. A timed leg then costs no scheduler batch of its own. A request that arrives at an idle
+scope is served by its entry (see ``ScopeActor.submit``), so a call with latency on both legs takes
+one batch, the caller's; a call without latency takes two (the actor's, the caller's). Entries
 run outside any task, which is why they must not block; one that raises takes the host down with
 its error (the parked network task re-raises it), never silently. This is only right while nothing
 else in the run waits for all tasks to be blocked (``trio.testing.wait_all_tasks_blocked``): the
@@ -138,7 +139,8 @@ def _abort_parked(_: Any) -> trio.lowlevel.Abort:
 class _Jumper(trio.abc.Instrument):
     """Moves the clock from Trio's run loop: when no task can run, to the network's earliest
     entry or Trio's earliest deadline, whichever comes first, and runs the entries due there. The
-    tasks they wake (and those whose deadline expired) run in the very same pass of the loop."""
+    tasks they wake (and those whose deadline expired) run in the very same pass of the loop. While
+    the entries wake no task, it goes on to the next one."""
 
     def __init__(
         self,
@@ -157,17 +159,24 @@ class _Jumper(trio.abc.Instrument):
         if self._runq or self._guard is None:
             return
         heap = self._network._heap
-        while heap and heap[0][2] is None:
-            heapq.heappop(heap)
-        due = min(heap[0][0] if heap else math.inf, self._next_deadline())
-        if due == math.inf:
-            return  # nothing anywhere is timed: the run waits as it would have
-        now = self._clock.current_time()
         try:
-            if due > now:
-                self._clock.jump(due - now)
-            if heap and heap[0][0] <= due:
-                self._network._run_due()
+            # Entries that wake no task (a request served off the wire, whose reply leg is still
+            # travelling) leave nothing to run: the clock goes on to the next one here, rather
+            # than after a pass of the run loop that would run no task.
+            while not self._runq:
+                while heap and heap[0][2] is None:
+                    heapq.heappop(heap)
+                deadline = self._next_deadline()
+                due = min(heap[0][0] if heap else math.inf, deadline)
+                if due == math.inf:
+                    return  # nothing anywhere is timed: the run waits as it would have
+                now = self._clock.current_time()
+                if due > now:
+                    self._clock.jump(due - now)
+                if heap and heap[0][0] <= due:
+                    self._network._run_due()
+                if deadline <= due:
+                    return  # a Trio deadline is due too: the run loop expires it next
         except BaseException as error:
             guard, self._guard = self._guard, None
             trio.lowlevel.reschedule(guard, outcome.Error(error))

@@ -198,21 +198,24 @@ async def test_an_idle_actor_serves_a_request_off_the_wire_at_once_and_a_busy_on
 
 def test_a_call_with_latency_on_both_legs_costs_one_scheduler_batch() -> None:
     # The request is served as it comes off the wire and the reply wakes the caller: the caller's
-    # own batch is the only one. Without latency the actor's task serves it: two batches.
-    batches: list[int] = []
+    # own batch is the only one. Without latency the actor's task serves it: two batches. Neither
+    # costs a pass of the run loop in which no task runs.
+    batches: list[str] = []
 
     class Batches(trio.abc.Instrument):
-        ran = False
+        ran = True
 
         def before_io_wait(self, timeout: float) -> None:
+            if not self.ran:
+                batches.append("idle")
             self.ran = False
 
         def before_task_step(self, task: trio.lowlevel.Task) -> None:
             if not self.ran:
                 self.ran = True
-                batches.append(1)
+                batches.append("batch")
 
-    async def main() -> dict[float, int]:
+    async def main() -> dict[float, list[str]]:
         counts = {}
         async with open_scope_host(clock=StoreClock(), jump_clock=True) as host:
             for ms in (1.0, 0.0):
@@ -224,7 +227,7 @@ def test_a_call_with_latency_on_both_legs_costs_one_scheduler_batch() -> None:
                 for _ in range(10):
                     await stub.list(JobRunFilter())
                 trio.lowlevel.remove_instrument(instrument)
-                counts[ms] = len(batches)
+                counts[ms] = list(batches)
         return counts
 
-    assert trio.run(main, clock=VirtualClock()) == {1.0: 10, 0.0: 20}
+    assert trio.run(main, clock=VirtualClock()) == {1.0: ["batch"] * 10, 0.0: ["batch"] * 20}
