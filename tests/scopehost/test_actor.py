@@ -38,13 +38,19 @@ async def test_fifty_concurrent_starts_for_one_key_give_one_row(
         assert answers == [rows[0].id] * 50
 
 
-async def test_eviction_fails_queued_calls_and_keeps_committed_rows(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
+def _memory_actor() -> tuple[sqlite3.Connection, ScopeActor]:
+    """An actor of scope ``s1`` on an in-memory database, not yet serving."""
     connection = sqlite3.connect(":memory:", isolation_level=None)
     actor = ScopeActor(
         "s1", lambda: ScopeDatabase(connection, "s1"), lambda database: None, StoreClock()
     )
+    return connection, actor
+
+
+async def test_eviction_fails_queued_calls_and_keeps_committed_rows(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    connection, actor = _memory_actor()
     first, second, third = (new_row(f"01RUN{c}", instance=c) for c in "ABC")
     committed = Message("start_or_join", (first.key, first))
     actor.submit(committed)
@@ -166,10 +172,7 @@ async def test_a_scope_file_of_an_older_shape_is_upgraded_when_its_actor_starts(
 async def test_an_idle_actor_serves_a_request_off_the_wire_at_once_and_a_busy_one_queues_it(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    connection = sqlite3.connect(":memory:", isolation_level=None)
-    actor = ScopeActor(
-        "s1", lambda: ScopeDatabase(connection, "s1"), lambda database: None, StoreClock()
-    )
+    _, actor = _memory_actor()
     first, second, third = (new_row(f"01RUN{c}", instance=c) for c in "ABC")
     opening = Message("start_or_join", (first.key, first))
     actor.submit(opening)
