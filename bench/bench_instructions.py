@@ -105,6 +105,7 @@ def main() -> None:
     trees = [here] + ([options.against.resolve()] if options.against else [])
     trip = per_round_trip(here)
     print(f"bare Trio round trip: {trip / 1000:,.1f} k instructions")
+    print("every figure below is in instructions, the round trips too (bench_sims counts CPU time)")
     print(f"worlds per figure: {options.seeds}, seeds 0..{options.seeds - 1}")
     for scenario in ("late-begin", "random"):
         figures = [per_world(tree, scenario, options.seeds) for tree in trees]

@@ -54,7 +54,7 @@ from ._scenarios import (
     scenario,
 )
 from ._scheduling import seed_scheduler
-from ._simulate import scenario_names, simulate
+from ._simulate import WorldError, scenario_names, simulate
 from ._story import story_lines
 from ._sweep import SeedSummary, SweepReport, parse_seeds, sweep
 from ._testing import WorldFailed, check_worlds, describe_failure
@@ -99,6 +99,7 @@ __all__ = [
     "UpstreamFailure",
     "UpstreamUnavailable",
     "World",
+    "WorldError",
     "WorldFailed",
     "WorldOutcome",
     "WorldSetup",

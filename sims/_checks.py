@@ -20,6 +20,7 @@ import attrs
 
 from driver import JOB_ERASED_FINISHED_NOTE, JOB_ERASED_RUNNING_NOTE, iso_from_ms, parse_iso_ms
 
+from ._model import admission_backoff
 from ._oracle import Oracle
 from ._trace import Trace
 
@@ -382,6 +383,10 @@ class TraceChecker:
         run.misses, run.owner, run.began = result["misses"], None, False
         if result["failed"]:
             run.status, run.failed_by, run.next_at = "failed", "admission exhaustion", None
+        else:
+            # The miss released the lease and put the next attempt after the backoff: from now on
+            # the run is due then, not when the released lease would have run out.
+            run.next_at = parse_iso_ms(event["store_at"]) + admission_backoff(result["misses"])
 
     def _renew(self, event: dict[str, Any], run: _Run, owner: str, lease_ms: int) -> None:
         now = parse_iso_ms(event["store_at"])

@@ -27,7 +27,7 @@ from ._mutants import MUTANTS
 from ._outcome import Simulation
 from ._plan_check import unfired_line
 from ._scenarios import SCENARIOS, Scenario, display_path, find_scenario, load_file
-from ._simulate import simulate
+from ._simulate import simulate, with_user_checks
 from ._story import story_lines
 from ._sweep import parse_seed, parse_seeds, plural, progress_bar, sweep
 from ._timeline import render_terminal, write_timeline
@@ -521,7 +521,8 @@ def _replay(arguments: argparse.Namespace) -> int:
     if not same:
         for line in _first_difference(original, replayed):
             print(f"replay: {line}")
-    rechecked = check_trace(recorded)
+    # The scenario's own checks too: the re-run's verdict above includes them.
+    rechecked = with_user_checks(check_trace(recorded), scenario, recorded)
     print(
         "replay: the recorded trace, checked again: "
         f"{plural(rechecked.violation_count, 'violation')}"

@@ -33,7 +33,7 @@ from ._plan_check import check_plan
 from ._scheduling import seed_scheduler
 from ._trace import TRACE_FORMAT, Trace
 from ._upstream import Upstream
-from ._world import World
+from ._world import World, undeclared_scope
 
 
 @attrs.frozen(kw_only=True)
@@ -139,10 +139,16 @@ async def _main(
                 lease_ms=setup.lease_ms,
                 upstream=upstream,
                 drive_names=setup.drives,
+                scope_names=setup.scopes,
             )
             world.schedule_faults()
             await drive(world)
             nursery.cancel_scope.cancel()
+        # A run started in a scope the world never declared (through a driver, past the world's
+        # own methods) would escape the checks below, which read the declared scopes only.
+        for scope, _ in checker.runs:
+            if scope not in setup.scopes:
+                raise ValueError(undeclared_scope(scope, setup.scopes))
         for scope in setup.scopes:
             await world.sync(scope)
         runs = {scope: await world.runs(scope) for scope in setup.scopes}

@@ -18,6 +18,7 @@ from ._outcome import Simulation
 from ._plan_check import unfired_line
 from ._run import run_world
 from ._scenarios import SCENARIOS, Scenario, ScenarioRef, display_path, find_scenario
+from ._trace import Trace
 
 
 def _mutant_name(database: DatabaseFactory | None) -> str | None:
@@ -79,7 +80,7 @@ def simulate(
     }
     try:
         outcome = run_world(seed, setup, found.drive, settles=found.settles, meta=meta)
-        report = _with_user_checks(outcome.report, found, outcome)
+        report = with_user_checks(outcome.report, found, outcome.trace)
     except Exception as error:
         if found.source is None:
             raise  # the simulator's own scenario: a bug of ours, and its traceback is wanted
@@ -133,10 +134,10 @@ def _frames(error: BaseException) -> list[tuple[str, int]]:
     return frames
 
 
-def _with_user_checks(report: CheckReport, scenario: Scenario, outcome: Any) -> CheckReport:
+def with_user_checks(report: CheckReport, scenario: Scenario, trace: Trace) -> CheckReport:
+    """``report`` with what ``scenario``'s own checks find in ``trace`` added."""
     if not scenario.checks:
         return report
-    trace = outcome.trace
     end = trace.events[-1]["t"] if trace.events else 0.0
     found: list[Finding] = []
     for check in scenario.checks:

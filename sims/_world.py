@@ -281,6 +281,7 @@ class World:
         lease_ms: int,
         upstream: Upstream,
         drive_names: tuple[str, ...] = ("cron", "alarm"),
+        scope_names: tuple[str, ...] = ("scope-1",),
     ) -> None:
         self.seed = seed
         self.host = host
@@ -293,6 +294,9 @@ class World:
         self.drives: dict[str, SimDrive] = {}
         #: The drives this world may add: a fault plan was checked against these names.
         self.drive_names = drive_names
+        #: The scopes this world may use: the end-of-world checks read exactly these (a run
+        #: left running in a scope they did not read would pass unseen).
+        self.scope_names = scope_names
         #: The plan's faults that struck (the rest are reported as never fired).
         self.fired: set[Fault] = set()
         #: The user's jobs, registered on every drive (those added later too).
@@ -341,6 +345,12 @@ class World:
         for job in self.jobs.values():
             job.register(drive)
         return drive
+
+    def scope(self, scope_id: str) -> str:
+        """``scope_id``, if this world declared it; a clear error otherwise."""
+        if scope_id not in self.scope_names:
+            raise ValueError(undeclared_scope(scope_id, self.scope_names))
+        return scope_id
 
     def add_job(
         self,
@@ -392,7 +402,7 @@ class World:
                 f"name={drive!r}))"
             )
         run = await self.drives[drive].driver.start_job_run(
-            scope_id,
+            self.scope(scope_id),
             StartJobRunInput(
                 module_id=module_id,
                 job=job,
@@ -406,7 +416,7 @@ class World:
 
     async def tick(self, drive: str, scope_id: str, *, max_passes: int = 1) -> None:
         """Drive ``scope_id`` once with ``drive`` now: run up to ``max_passes`` due passes."""
-        await self.drives[drive].tick(scope_id, max_passes=max_passes)
+        await self.drives[drive].tick(self.scope(scope_id), max_passes=max_passes)
 
     async def start_walk(
         self,
@@ -419,7 +429,7 @@ class World:
         subject: str | None = None,
     ) -> JobRun:
         run = await self.drives[drive].driver.start_job_run(
-            scope_id,
+            self.scope(scope_id),
             StartJobRunInput(
                 module_id=WALK_MODULE,
                 job=WALK_JOB,
@@ -445,6 +455,7 @@ class World:
         """Tick ``drive`` on ``scope_id`` every ``every_ms`` from ``first_ms`` until ``until_ms``:
         a cron, or an alarm, running at most ``limit`` runs a tick (the kernel's default when
         None). Ticks of one drive never overlap; a slow tick delays the next."""
+        self.scope(scope_id)
 
         async def ticking() -> None:
             at = first_ms
@@ -524,6 +535,8 @@ class World:
 
     async def settle(self, scopes: tuple[str, ...], *, horizon_ms: float, poll_ms: float) -> None:
         """Wait until every run on ``scopes`` has ended, or until ``horizon_ms``."""
+        for scope_id in scopes:
+            self.scope(scope_id)
         while self.now_ms() < horizon_ms:
             await self.sleep_until_ms(min(horizon_ms, self.now_ms() + poll_ms))
             live = [
@@ -540,6 +553,14 @@ class World:
             "items", {"kind": "effect"}
         )
         return Counter(str(row["key"]) for row in rows)
+
+
+def undeclared_scope(scope_id: str, declared: tuple[str, ...]) -> str:
+    return (
+        f"scope {scope_id!r} is not one of this world's scopes ({', '.join(declared)}); declare "
+        "it in WorldSetup(scopes=...), which is what the end-of-world checks read (a run left "
+        "running in an undeclared scope would go unseen)"
+    )
 
 
 @attrs.frozen(kw_only=True)

@@ -3,9 +3,12 @@ would write, which is where a check earns its keep."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from sims import CheckReport, Trace, check_trace, simulate
+import pytest
+
+from sims import CheckReport, DelayLeg, FaultPlan, Trace, WorldError, check_trace, simulate
 
 RUN = "01RUN0000000000000000000AA"
 ROW = {
@@ -126,3 +129,90 @@ def test_a_violation_repeated_on_one_run_is_listed_a_few_times_then_counted() ->
     # The verdict counts every violation, the listed ones and those past the cap.
     assert report.violation_count == 40
     assert CheckReport(report.findings).violation_count == 6
+
+
+MISS_THEN_EARLY_CLAIM = '''
+from sims import DriveSpec, JobPassResult, World, WorldSetup, record_effect, scenario
+
+
+async def push_contacts(ctx):
+    start = ctx.cursor or 0
+    end = min(start + 3, 10)
+    for index in range(start, end):
+        async def push(index=index):
+            await record_effect(ctx, f"push-{index}")
+            return index
+
+        await ctx.step(f"push-{index}", push)
+    return JobPassResult(cursor=end, done=end >= 10)
+
+
+@scenario("miss-then-claim", setup=WorldSetup(scopes=("s",), lease_ms=2_000))
+async def world(world: World) -> None:
+    """Two drives with latency on one scope, a 2 s lease."""
+    world.add_drive(DriveSpec(name="cron", request_ms=2.0, reply_ms=3.0))
+    world.add_drive(DriveSpec(name="alarm", request_ms=5.0, reply_ms=5.0))
+    world.add_job("m", "sync", push_contacts)
+    await world.start("cron", "s", "m", "sync")
+    world.every("cron", "s", every_ms=1_000, first_ms=0, until_ms=30_000)
+    world.every("alarm", "s", every_ms=1_000, first_ms=500, until_ms=30_000)
+    await world.settle(("s",), horizon_ms=30_000, poll_ms=500)
+'''
+
+
+def test_a_claim_after_a_miss_is_due_when_the_backoff_ends_not_when_the_old_lease_would(
+    tmp_path: Path,
+) -> None:
+    # The cron's first claim is held on the wire for 1.5 s, and a pass misses its admission: the
+    # miss releases the lease and backs the run off. A later claim, after the backoff but before
+    # the released lease would have run out, takes a run that is due. The real store breaks no
+    # rule here; the check once took the run as due only when the released lease ran out.
+    path = tmp_path / "miss_world.py"
+    path.write_text(MISS_THEN_EARLY_CLAIM)
+    plan = FaultPlan((DelayLeg(drive="cron", operation="claim", nth=1, leg="request", ms=1499.0),))
+    simulation = simulate(f"{path}:miss-then-claim", 1, plan=plan)
+    assert simulation.facts.count("admission.miss") >= 1  # the world reached the case
+    assert simulation.report.ok, "\n".join(f.line() for f in simulation.report.findings)
+
+
+UNDECLARED_SCOPE = '''
+from driver import StartJobRunInput
+from sims import DriveSpec, JobPassResult, World, scenario
+
+
+async def never_done(ctx):
+    return JobPassResult(done=False)
+
+
+@scenario("through-the-world")
+async def through_the_world(world: World) -> None:
+    """A run started through the world in a scope the setup never declared."""
+    world.add_drive(DriveSpec(name="cron"))
+    world.add_job("m", "stuck", never_done)
+    await world.start("cron", "elsewhere", "m", "stuck")
+
+
+@scenario("past-the-world")
+async def past_the_world(world: World) -> None:
+    """The same, started through the drive's own driver."""
+    drive = world.add_drive(DriveSpec(name="cron"))
+    world.add_job("m", "stuck", never_done)
+    await drive.driver.start_job_run("elsewhere", StartJobRunInput(module_id="m", job="stuck"))
+'''
+
+
+@pytest.mark.parametrize("name", ["through-the-world", "past-the-world"])
+def test_a_run_in_a_scope_the_world_did_not_declare_is_an_error_not_a_pass(
+    tmp_path: Path, name: str
+) -> None:
+    # The end-of-world checks (every run ends, the rows checkpoint) read the declared scopes: a
+    # run elsewhere must not leave them with nothing to find and a clean verdict.
+    path = tmp_path / "undeclared.py"
+    path.write_text(UNDECLARED_SCOPE)
+    with pytest.raises(WorldError) as caught:
+        simulate(f"{path}:{name}", 0)
+    assert str(caught.value.error) == (
+        "scope 'elsewhere' is not one of this world's scopes (scope-1); declare it in "
+        "WorldSetup(scopes=...), which is what the end-of-world checks read (a run left running "
+        "in an undeclared scope would go unseen)"
+    )

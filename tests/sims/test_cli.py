@@ -424,3 +424,39 @@ def test_a_cut_story_names_the_flag_that_shows_the_rest(capsys: pytest.CaptureFi
     assert "more line" not in capsys.readouterr().out
     assert main(["run", "late-begin", "--story-lines", str(left + 2)]) == 0
     assert "… 1 more line (run with --story-lines" in capsys.readouterr().out
+
+
+ALWAYS_OBJECTS = '''
+from sims import DriveSpec, JobPassResult, World, scenario
+
+
+def objects_once(trace):
+    return ["this check objects to every world"]
+
+
+async def done(ctx):
+    return JobPassResult(done=True)
+
+
+@scenario("objected", checks=[objects_once])
+async def objected(world: World) -> None:
+    """One run, and a check of the user's own that always objects."""
+    world.add_drive(DriveSpec(name="cron"))
+    world.add_job("m", "once", done)
+    await world.start("cron", "scope-1", "m", "once")
+    world.every("cron", "scope-1", every_ms=100, first_ms=0, until_ms=1_000)
+    await world.settle(("scope-1",), horizon_ms=1_000, poll_ms=100)
+'''
+
+
+def test_replay_checks_the_recorded_trace_with_the_scenarios_own_checks_too(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    world, trace = tmp_path / "objected.py", tmp_path / "t.jsonl"
+    world.write_text(ALWAYS_OBJECTS)
+    assert main(["run", f"{world}:objected", "--trace", str(trace)]) == 1
+    assert "[violation] objects-once" in capsys.readouterr().out
+    assert main(["replay", str(trace)]) == 1
+    out = capsys.readouterr().out
+    assert "[violation] objects-once" in out
+    assert "replay: the recorded trace, checked again: 1 violation\n" in out
