@@ -410,7 +410,7 @@ def test_every_python_block_of_the_simulating_page_runs_as_written(
     monkeypatch.chdir(elsewhere)
     ran: list[int] = []
 
-    def sims_worlds(scenario: str, seeds: range) -> int:  # the fixture, without pytest's plumbing
+    def sims_worlds(scenario: str, seeds: range) -> int:  # the fixture, on two seeds to stay cheap
         ran.append(sims.check_worlds(scenario, seeds[:2]))
         return ran[-1]
 
