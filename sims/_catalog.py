@@ -89,8 +89,8 @@ def _expect_late_begin(sim: Simulation) -> list[str]:
 async def late_begin(world: World) -> None:
     """BEGIN is written but its reply is held past the lease: the alarm takes the run over (charged)
     and starts walking it; the late reply then arrives, the cron runs its handler too — both run
-    at once — until the cron's first step boundary finds the lease gone. The spec's documented
-    double run, and the only one."""
+    at once — until the cron's first step boundary finds the lease gone. One of the two double
+    runs the spec documents (the other: a stretch longer than the lease)."""
     await _cron_and_alarm(world, objects=20, chunk=20)
 
 

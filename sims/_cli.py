@@ -29,7 +29,7 @@ from ._plan_check import unfired_line
 from ._scenarios import SCENARIOS, Scenario, display_path, find_scenario, load_file
 from ._simulate import simulate, with_user_checks
 from ._story import story_lines
-from ._sweep import parse_seeds, plural, progress_bar, sweep
+from ._sweep import parse_seed, parse_seeds, plural, progress_bar, sweep
 from ._timeline import render_terminal, write_timeline
 from ._trace import Trace
 
@@ -41,6 +41,7 @@ class UsageError(ValueError):
 # -- help ---------------------------------------------------------------------------------------
 
 _SCENARIO_HELP = "a built-in scenario's NAME (see list) or FILE.py:NAME, a scenario in your file"
+_SEED_HELP = "the world's seed, a whole number >= 0 (default 1)"
 
 
 def _first_paragraph(kind: type) -> str:
@@ -138,7 +139,7 @@ def _add_run(commands: Any) -> None:
         commands, "run", "run one scenario with one seed and tell its story", epilog=_epilog()
     )
     run.add_argument("scenario", metavar="NAME|FILE.py:NAME", help=_SCENARIO_HELP)
-    run.add_argument("--seed", type=int, default=1, help="the world's seed (default 1)")
+    run.add_argument("--seed", default="1", help=_SEED_HELP)
     run.add_argument("--trace", type=Path, help="write the trace here, as JSON lines")
     run.add_argument("--timeline", type=Path, help="write the timeline here, as HTML")
     run.add_argument("--plan", help="a FaultPlan(...) to use instead of the scenario's own")
@@ -149,7 +150,12 @@ def _add_run(commands: Any) -> None:
 def _add_sweep(commands: Any) -> None:
     sweep_ = _command(commands, "sweep", "run one scenario over a range of seeds")
     sweep_.add_argument("scenario", metavar="NAME|FILE.py:NAME", help=_SCENARIO_HELP)
-    sweep_.add_argument("--seeds", required=True, help="A..B (both included), or N")
+    sweep_.add_argument(
+        "--seeds",
+        required=True,
+        metavar="N|A..B",
+        help="N (that one seed) or A..B (A to B, both included); seeds are whole numbers >= 0",
+    )
     where = sweep_.add_mutually_exclusive_group()
     where.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     where.add_argument(
@@ -174,7 +180,7 @@ def _add_explore(commands: Any) -> None:
         "search fault plans for one that makes a check fail, and shrink it to the smallest",
     )
     explore.add_argument("scenario", metavar="NAME|FILE.py:NAME", help=_SCENARIO_HELP)
-    explore.add_argument("--seed", type=int, default=1, help="the world's seed (default 1)")
+    explore.add_argument("--seed", default="1", help=_SEED_HELP)
     explore.add_argument("--mutant", metavar="M", help="explore a deliberately broken store")
     explore.add_argument(
         "--examples", type=int, default=300, help="most plans to try (default 300)"
@@ -194,8 +200,26 @@ _ADDERS: list[Callable[[Any], None]] = [
 ]
 
 
+def _glue_seeds(argv: Sequence[str]) -> list[str]:
+    """``--seeds -5..2`` as ``--seeds=-5..2``: argparse takes a value that starts with ``-`` and is
+    not a plain number for an option, and would answer only "expected one argument"; glued to its
+    option, the value reaches the seed check, which names it and says what a seed is."""
+    glued: list[str] = []
+    for token in argv:
+        if (
+            glued
+            and glued[-1] in ("--seed", "--seeds")
+            and token[:1] == "-"
+            and token[1:2].isdigit()
+        ):
+            glued[-1] = f"{glued[-1]}={token}"
+        else:
+            glued.append(token)
+    return glued
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = _parser().parse_args(argv)
+    arguments = _parser().parse_args(_glue_seeds(sys.argv[1:] if argv is None else argv))
     try:
         code = _COMMANDS[arguments.command](arguments)
         sys.stdout.flush()  # inside the try: a closed pipe is noticed here, not at exit
@@ -296,6 +320,7 @@ def _run(arguments: argparse.Namespace) -> int:
     scenario = find_scenario(arguments.scenario)
     plan = _plan(arguments.plan)
     mutant = _mutant(arguments.mutant)
+    seed = parse_seed(arguments.seed)
     if arguments.story_lines < 0:
         raise UsageError(f"--story-lines {arguments.story_lines} must be 0 or more")
     trace_path = _output(arguments.trace, "--trace")
@@ -303,7 +328,7 @@ def _run(arguments: argparse.Namespace) -> int:
     progress = _RunProgress(sys.stderr) if sys.stderr.isatty() else None
     simulation = simulate(
         scenario.ref,
-        arguments.seed,
+        seed,
         plan=plan,
         mutant=mutant,
         observe=progress.observe if progress is not None else None,
@@ -529,11 +554,12 @@ def _first_difference(recorded: list[str], replayed: list[str]) -> list[str]:
 def _explore(arguments: argparse.Namespace) -> int:
     scenario = find_scenario(arguments.scenario)
     mutant = _mutant(arguments.mutant)
+    seed = parse_seed(arguments.seed)
     examples = _positive(arguments.examples, "--examples")
     max_faults = _positive(arguments.max_faults, "--max-faults")
     found = explore_plans(
         scenario.ref,
-        seed=arguments.seed,
+        seed=seed,
         mutant=mutant,
         max_examples=examples,
         max_faults=max_faults,
@@ -541,13 +567,13 @@ def _explore(arguments: argparse.Namespace) -> int:
     store = f" with mutant {mutant}" if mutant else ""
     if found is None:
         print(
-            f"explore {scenario.ref}{store}, seed {arguments.seed}: none of the "
+            f"explore {scenario.ref}{store}, seed {seed}: none of the "
             f"{plural(examples, 'plan')} tried made a check fail"
         )
         return 0
     violations = found.simulation.report.violations
     print(
-        f"explore {scenario.ref}{store}, seed {arguments.seed}: the smallest failing plan has "
+        f"explore {scenario.ref}{store}, seed {seed}: the smallest failing plan has "
         f"{plural(len(found.plan), 'fault')}, and the checks report "
         f"{plural(found.simulation.report.violation_count, 'violation')}:"
     )

@@ -130,5 +130,10 @@ def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterat
         who = event.get("drive") or event.get("link") or ("world" if "scope" in event else "")
         yield f"{event['t']:>10.3f} ms  {who:<8} {text}"
     if left:
+        # The flag that shows the rest is run's --story-lines (a test failure prints that run
+        # command too); the trace holds the events, as JSON, not these lines.
         more = "1 more line" if left == 1 else f"{left} more lines"
-        yield f"{'':>13}  … {more} (write the trace with --trace to read them all)"
+        yield (
+            f"{'':>13}  … {more} (run with --story-lines {told + left} to see the whole story; "
+            "--trace FILE writes its events as JSON lines)"
+        )

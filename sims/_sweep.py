@@ -75,15 +75,29 @@ class SweepReport:
 
 
 def parse_seeds(text: str) -> range:
-    """``"A..B"`` (both included) or a single ``"N"``."""
+    """``"A..B"`` (both included) or ``"N"``, that one seed; seeds are whole numbers >= 0."""
+    if re.fullmatch(r"-?\d+(?:\.\.-?\d+)?", text.strip()) and "-" in text:
+        raise ValueError(f"seeds {text!r} include a negative number; seeds are whole numbers >= 0")
     match = re.fullmatch(r"(\d+)(?:\.\.(\d+))?", text.strip())
     if match is None:
-        raise ValueError(f"seeds {text!r} must be N or A..B (both whole numbers, A <= B)")
+        raise ValueError(
+            f"seeds {text!r} must be N (that one seed) or A..B (A to B, both included), "
+            "in whole numbers >= 0"
+        )
     first = int(match.group(1))
     last = int(match.group(2)) if match.group(2) is not None else first
     if last < first:
         raise ValueError(f"seeds {text!r} run backwards; write the smaller number first")
     return range(first, last + 1)
+
+
+def parse_seed(text: str) -> int:
+    """One seed, ``"N"``: a whole number >= 0, as :func:`parse_seeds` reads them."""
+    if re.fullmatch(r"-\d+", text.strip()):
+        raise ValueError(f"seed {text!r} is negative; seeds are whole numbers >= 0")
+    if not re.fullmatch(r"\d+", text.strip()):
+        raise ValueError(f"seed {text!r} is not a whole number; seeds are whole numbers >= 0")
+    return int(text)
 
 
 def plural(count: int, noun: str, nouns: str | None = None) -> str:

@@ -27,8 +27,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--sims-seeds",
         default=None,
-        metavar="A..B",
-        help="seeds for every sims_worlds call, in place of the test's own (A..B or N)",
+        metavar="N|A..B",
+        help="seeds for every sims_worlds call, in place of the test's own: N (that one seed) "
+        "or A..B (both included)",
     )
 
 

@@ -13,11 +13,17 @@ import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import pytest
+import trio
+import trio.testing
 
 import driver
+import scopehost
+import sims
+from scopehost import StoreClock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -339,3 +345,81 @@ def test_a_mention_of_a_missing_doc_is_reported(tmp_path: Path) -> None:
         _write(tmp_path, "y.md", "[a](docs/here.md) and not-docs/gone.md\n"),
     ]
     assert missing_docs(tmp_path, files) == ["x.py:1: docs/gone.md does not exist"]
+
+
+# -- the code in the documents runs ----------------------------------------------------------------
+
+_PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+
+
+def python_blocks(document: Path) -> list[str]:
+    """The ``python`` fenced blocks of a markdown file, in order."""
+    return _PYTHON_BLOCK.findall(document.read_text(encoding="utf-8"))
+
+
+def _readme_embedding() -> dict[str, Any]:
+    """The README's embedding example, defined but not started: its last line, ``trio.run(main)``,
+    is left for the test to run."""
+    [block] = python_blocks(ROOT / "README.md")
+    body, last = block.rstrip("\n").rsplit("\n", 1)
+    assert last == "trio.run(main)"
+    namespace: dict[str, Any] = {"__name__": "readme"}
+    exec(compile(body, "README.md", "exec"), namespace)
+    return namespace
+
+
+def test_the_readme_embedding_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    trio.run(_readme_embedding()["main"])
+    assert capsys.readouterr().out == "done {'walked': 5} None\n"
+
+
+async def test_the_readme_embedding_loop_ends_when_the_run_fails(
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The same loop over a handler that always throws: the run spends its five attempts, waiting
+    # out each backoff, and fails. The store reads virtual time here, so the backoffs cost nothing.
+    def on_virtual_time(*args: Any, **kwargs: Any) -> Any:
+        return scopehost_open(*args, clock=StoreClock(), **kwargs)
+
+    scopehost_open = scopehost.open_scope_host
+    monkeypatch.setattr(scopehost, "open_scope_host", on_virtual_time)
+    namespace = _readme_embedding()
+
+    async def broken(ctx: Any) -> None:
+        raise RuntimeError("the source is down")
+
+    namespace["walk"] = broken
+    with trio.fail_after(120):  # virtual seconds; the backoffs add up to under 20
+        await namespace["main"]()
+    assert capsys.readouterr().out == "failed {} the source is down\n"
+
+
+def test_every_python_block_of_the_simulating_page_runs_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The page's blocks, in order: a world file, a test that uses the fixture, a Hypothesis test.
+    # They are laid out as a user would lay them out (the world in worlds/billing.py beside the
+    # tests) and run from another folder, which is what the absolute paths are for.
+    world, fixture_test, hypothesis_test = python_blocks(ROOT / "docs" / "simulating-your-jobs.md")
+    (tmp_path / "worlds").mkdir()
+    (tmp_path / "worlds" / "billing.py").write_text(world, encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    ran: list[int] = []
+
+    def sims_worlds(scenario: str, seeds: range) -> int:  # the fixture, without pytest's plumbing
+        ran.append(sims.check_worlds(scenario, seeds[:2]))
+        return ran[-1]
+
+    namespace: dict[str, Any] = {"__file__": str(tmp_path / "test_billing.py")}
+    exec(compile(fixture_test, "test_billing.py", "exec"), namespace)
+    namespace["test_the_invoice_survives_the_wire"](sims_worlds)
+    assert ran == [2]
+
+    namespace = {"__file__": str(tmp_path / "test_plans.py")}
+    exec(compile(hypothesis_test, "test_plans.py", "exec"), namespace)
+    # One plan, not the fifty Hypothesis would draw: the body is what is run as written here.
+    namespace["test_no_plan_double_posts"].hypothesis.inner_test(plan=sims.FaultPlan(()))

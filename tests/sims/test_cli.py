@@ -270,7 +270,39 @@ def test_help_explains_checks_mutants_and_plans_and_points_at_the_docs(
         (["list", "nowhere.py"], "no file nowhere.py"),
         (["run", "late-claim", "--mutant", "nope"], "no mutant 'nope'; the mutants are: patch-"),
         (["sweep", "late-claim", "--seeds", "9..1"], "seeds '9..1' run backwards; write the smal"),
-        (["sweep", "late-claim", "--seeds", "1-9"], "seeds '1-9' must be N or A..B (both whole"),
+        (
+            ["sweep", "late-claim", "--seeds", "1-9"],
+            "seeds '1-9' must be N (that one seed) or A..B (A to B, both included), in whole "
+            "numbers >= 0\n",
+        ),
+        (
+            ["sweep", "late-claim", "--seeds", "-5..2"],
+            "seeds '-5..2' include a negative number; seeds are whole numbers >= 0\n",
+        ),
+        (
+            ["sweep", "late-claim", "--seeds", "2..-5"],
+            "seeds '2..-5' include a negative number; seeds are whole numbers >= 0\n",
+        ),
+        (
+            ["sweep", "late-claim", "--seeds", "-3"],
+            "seeds '-3' include a negative number; seeds are whole numbers >= 0\n",
+        ),
+        (
+            ["run", "late-claim", "--seed", "-1"],
+            "seed '-1' is negative; seeds are whole numbers >= 0\n",
+        ),
+        (
+            ["run", "late-claim", "--seed=-1"],
+            "seed '-1' is negative; seeds are whole numbers >= 0\n",
+        ),
+        (
+            ["run", "late-claim", "--seed", "1.5"],
+            "seed '1.5' is not a whole number; seeds are whole numbers >= 0\n",
+        ),
+        (
+            ["explore", "late-claim", "--seed", "-2"],
+            "seed '-2' is negative; seeds are whole numbers >= 0\n",
+        ),
         (["sweep", "late-claim", "--seeds", "1", "--jobs", "0"], "--jobs 0 must be 1 or more"),
         (["explore", "late-claim", "--mutant", "x"], "no mutant 'x'; the mutants are: patch-own"),
     ],
@@ -375,6 +407,23 @@ def test_a_world_that_keeps_no_trace_says_why_it_has_no_story(
     out = capsys.readouterr().out
     assert "story:\n  this world keeps no trace (it is too big to hold), so it has no story" in out
     assert "\ntimeline:" not in out
+
+
+def test_a_cut_story_names_the_flag_that_shows_the_rest(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "late-begin", "--story-lines", "3"]) == 0
+    story = capsys.readouterr().out.partition("story:\n")[2].splitlines()
+    assert story[3].startswith("               … ")
+    hint = story[3].strip()
+    left = int(hint.split()[1])
+    assert hint == (
+        f"… {left} more lines (run with --story-lines {left + 3} to see the whole story; "
+        "--trace FILE writes its events as JSON lines)"
+    )
+    # The number it names is enough: with it, nothing is left out.
+    assert main(["run", "late-begin", "--story-lines", str(left + 3)]) == 0
+    assert "more line" not in capsys.readouterr().out
+    assert main(["run", "late-begin", "--story-lines", str(left + 2)]) == 0
+    assert "… 1 more line (run with --story-lines" in capsys.readouterr().out
 
 
 ALWAYS_OBJECTS = '''

@@ -50,8 +50,17 @@ def test_seed_ranges_are_parsed_and_bad_ones_refused() -> None:
         ValueError, match=r"^seeds '5..3' run backwards; write the smaller number first$"
     ):
         parse_seeds("5..3")
-    with pytest.raises(ValueError, match=r"^seeds 'a-b' must be N or A..B"):
+    with pytest.raises(
+        ValueError,
+        match=r"^seeds 'a-b' must be N \(that one seed\) or A\.\.B \(A to B, both included\), "
+        r"in whole numbers >= 0$",
+    ):
         parse_seeds("a-b")
+    with pytest.raises(
+        ValueError,
+        match=r"^seeds '-5\.\.2' include a negative number; seeds are whole numbers >= 0$",
+    ):
+        parse_seeds("-5..2")
     with pytest.raises(ValueError, match=r"^jobs=0; pass a whole number of processes >= 1$"):
         sweep("random", range(1), jobs=0)
     with pytest.raises(ValueError, match=r"^no mutant 'x'; the mutants are: patch-owner, "):
