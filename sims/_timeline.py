@@ -14,9 +14,10 @@ twice, as SVG and as text, against the same piecewise-linear time scale.
   time) becomes a point on the virtual axis through it. A lease starts at its claim, is renewed by
   each held step boundary, and ends at its release or at the next owner's claim; the stretch after
   its expiry that nobody released yet is hatched, because that is where a takeover may happen.
-- **Double runs.** Two owners of one run whose handler spans overlap are the at-least-once window
-  the spec allows (a late BEGIN reply, a pause between steps). They get a red band across every
-  lane. A pass whose handler started after its lease had been taken over is drawn STALE (dashed).
+- **Double runs.** Two owners of one run whose handler spans overlap: explained inside a window
+  the spec allows (a late BEGIN reply, a stretch longer than the lease), a violation anywhere else.
+  They get a red band across every lane. A pass whose handler started after its lease had been
+  taken over is drawn STALE (dashed).
 - **Cut gaps.** Simulated worlds idle for long stretches between short bursts; a linear axis would
   squeeze each burst into a few pixels. Gaps with no event longer than a twentieth of the trace
   are cut to a narrow hatched band labelled with their length. Every instant that matters (an
