@@ -21,6 +21,7 @@ import attrs
 from driver import JOB_ERASED_FINISHED_NOTE, JOB_ERASED_RUNNING_NOTE, iso_from_ms, parse_iso_ms
 
 from ._model import admission_backoff
+from ._numbers import ms
 from ._oracle import Oracle
 from ._trace import Trace
 
@@ -46,7 +47,7 @@ class Finding:
 
     def line(self) -> str:
         where = f" run {short(self.run)}" if self.run else ""
-        return f"[{self.verdict}] {self.check}{where} at {self.t:g} ms: {self.text}"
+        return f"[{self.verdict}] {self.check}{where} at {ms(self.t)} ms: {self.text}"
 
 
 @attrs.frozen
@@ -351,7 +352,7 @@ class TraceChecker:
                 run_id,
                 event["t"],
                 f"BEGIN of {short(owner)} wrote with {left} lease left, not more than the "
-                f"margin of {margin_ms:g} ms",
+                f"margin of {ms(margin_ms)} ms",
             )
         run.began, run.misses = True, 0
         if pass_ is not None:
@@ -570,7 +571,7 @@ class TraceChecker:
                     p.run,
                     p.begin_t,
                     f"BEGIN of {short(p.owner)} (drive {p.drive}) wrote and its reply arrived at "
-                    f"{p.begin_delivered_t:g} ms, but the handler was never invoked",
+                    f"{ms(p.begin_delivered_t)} ms, but the handler was never invoked",
                 )
 
     def overlaps(self, run_id: str, passes: list[_Pass]) -> None:
@@ -593,9 +594,9 @@ class TraceChecker:
         start = min(stale.invoke_t, fresh.invoke_t)
         both = (
             f"double run: pass {short(stale.owner)} (drive {stale.drive}) ran the handler from "
-            f"{stale.invoke_t:g} to {_end(stale, self.end_t):g} ms and pass "
-            f"{short(fresh.owner)} (drive {fresh.drive}) from {fresh.invoke_t:g} to "
-            f"{_end(fresh, self.end_t):g} ms, on one run"
+            f"{ms(stale.invoke_t)} to {ms(_end(stale, self.end_t))} ms and pass "
+            f"{short(fresh.owner)} (drive {fresh.drive}) from {ms(fresh.invoke_t)} to "
+            f"{ms(_end(fresh, self.end_t))} ms, on one run"
         )
         expiry = stale.last_renewal_store_ms + stale.lease_ms
         expired_at, taken_at = iso_from_ms(expiry), iso_from_ms(fresh.claim_store_ms)
@@ -608,13 +609,14 @@ class TraceChecker:
                 f"lease expired at {expired_at}: no window of the spec allows that",
             )
         elif stale.invoke_t >= fresh.claim_t:
-            late = (stale.begin_delivered_t or stale.invoke_t) - (stale.begin_t or stale.claim_t)
+            began = stale.begin_t or stale.claim_t
+            late = (stale.begin_delivered_t or stale.invoke_t) - began
             self.explained(
                 "double-run",
                 run_id,
                 start,
                 f"{both}. Late BEGIN reply: {short(stale.owner)}'s BEGIN was written at "
-                f"{stale.begin_t:g} ms and its reply took {late:g} ms, past the margin, so its "
+                f"{ms(began)} ms and its reply took {ms(late)} ms, past the margin, so its "
                 f"lease expired at {expired_at} and drive {fresh.drive} took the run over at "
                 f"{taken_at} before the stale handler even started. The stale "
                 "pass stops at its next step boundary or outcome (the spec's at-least-once window)",

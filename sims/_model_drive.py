@@ -8,6 +8,7 @@ from __future__ import annotations
 from driver import JOB_DRIVE_LIMIT, JOB_LEASE_ENTRY_MARGIN, JOB_LEASE_MS
 
 from ._model_records import KernelRecords, PassModel, Policy, Row, TickModel
+from ._numbers import ms
 
 #: The measured wait and the BEGIN threshold are compared on trace times rounded to the
 #: microsecond; within this much of the boundary either decision is the spec's.
@@ -191,16 +192,16 @@ class DriveRules(KernelRecords):
                 "begin-admission",
                 p.run,
                 t,
-                f"drive {p.drive} sent BEGIN with {left:g} ms of its lease left by its own "
-                f"count, not more than the margin of {margin:g} ms: it must miss instead",
+                f"drive {p.drive} sent BEGIN with {ms(left)} ms of its lease left by its own "
+                f"count, not more than the margin of {ms(margin)} ms: it must miss instead",
             )
         if op == "miss" and not p.begun and left > margin + _EPSILON_MS and not p.begin_refused:
             self.report(
                 "begin-admission",
                 p.run,
                 t,
-                f"drive {p.drive} missed its admission with {left:g} ms of its lease left, more "
-                f"than the margin of {margin:g} ms, without BEGIN refusing",
+                f"drive {p.drive} missed its admission with {ms(left)} ms of its lease left, more "
+                f"than the margin of {ms(margin)} ms, without BEGIN refusing",
             )
         if op == "miss" and p.begun:
             self.report(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sims import CheckReport, DelayLeg, FaultPlan, Trace, WorldError, check_trace, simulate
+from sims import CheckReport, DelayLeg, FaultPlan, Finding, Trace, WorldError, check_trace, simulate
 
 RUN = "01RUN0000000000000000000AA"
 ROW = {
@@ -216,3 +216,10 @@ def test_a_run_in_a_scope_the_world_did_not_declare_is_an_error_not_a_pass(
         "WorldSetup(scopes=...), which is what the end-of-world checks read (a run left running "
         "in an undeclared scope would go unseen)"
     )
+
+
+def test_a_finding_late_in_a_long_world_says_its_time_in_plain_digits() -> None:
+    # An hour-long world reaches millions of ms, where the usual short float form turns to e+06.
+    finding = Finding("runs-settle", "violation", None, 2_229_460.0, "still running")
+    assert finding.line() == "[violation] runs-settle at 2229460 ms: still running"
+    assert Finding("c", "explained", None, 1203.25, "x").line() == "[explained] c at 1203.25 ms: x"

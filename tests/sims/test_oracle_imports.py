@@ -10,8 +10,9 @@ import pytest
 
 SIMS = Path(__file__).parents[2] / "sims"
 ORACLE_MODULES = sorted([SIMS / "_oracle.py", *SIMS.glob("_model*.py")])
-#: What the oracle may import besides the standard library: its own modules and attrs.
-OWN = {"_model", "_probes"}
+#: What the oracle may import besides the standard library: its own modules, attrs, and how a
+#: number of ms is written in a sentence.
+OWN = {"_model", "_probes", "_numbers"}
 #: The ISO time spelling, both ways: how stored times are written is part of the contract.
 TIME_SPELLING = {"parse_iso_ms", "iso_from_ms"}
 
