@@ -356,8 +356,9 @@ class TraceChecker:
             )
         run.began, run.misses = True, 0
         if pass_ is not None:
+            # BEGIN does not renew the lease (its statement leaves next_attempt_at alone): the
+            # lease still runs out at the claim, or the latest renewal, plus the lease.
             pass_.begin_t, pass_.begin_store_ms = event["t"], now
-            pass_.last_renewal_store_ms = now
 
     def exec_miss(self, event: dict[str, Any], args: list[Any]) -> None:
         result = event["result"]

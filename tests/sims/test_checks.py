@@ -8,7 +8,17 @@ from typing import Any
 
 import pytest
 
-from sims import CheckReport, DelayLeg, FaultPlan, Finding, Trace, WorldError, check_trace, simulate
+from sims import (
+    CheckReport,
+    DelayLeg,
+    FaultPlan,
+    Finding,
+    PauseDrive,
+    Trace,
+    WorldError,
+    check_trace,
+    simulate,
+)
 
 RUN = "01RUN0000000000000000000AA"
 ROW = {
@@ -223,3 +233,19 @@ def test_a_finding_late_in_a_long_world_says_its_time_in_plain_digits() -> None:
     finding = Finding("runs-settle", "violation", None, 2_229_460.0, "still running")
     assert finding.line() == "[violation] runs-settle at 2229460 ms: still running"
     assert Finding("c", "explained", None, 1203.25, "x").line() == "[explained] c at 1203.25 ms: x"
+
+
+def test_a_takeover_after_the_claims_lease_ran_out_is_explained_though_begin_came_later() -> None:
+    # BEGIN does not renew the lease: the cron's lease runs out a lease after its claim, however
+    # late its BEGIN was written. The alarm's takeover after that is the spec's at-least-once
+    # window (a stretch longer than the lease), never a takeover of a live lease.
+    plan = FaultPlan(
+        (
+            DelayLeg(drive="cron", operation="begin", nth=1, leg="request", ms=600),
+            PauseDrive(drive="cron", nth=1, ms=2500, where="before-step"),
+        )
+    )
+    simulation = simulate("late-begin", 1, plan=plan)
+    assert simulation.report.ok, "\n".join(f.line() for f in simulation.report.findings)
+    (explained,) = simulation.report.explained
+    assert "A stretch longer than the lease" in explained.text
