@@ -318,6 +318,15 @@ class ScopeHost:
                 f"forget({scope_id!r}): its database file {path} is still there; to start the "
                 "scope over empty, delete the file (with its -wal and -shm files) first"
             )
+        if scope_id not in self._known:
+            self._known.refresh()  # another host on this directory may have opened it since
+        if scope_id not in self._known:
+            # Most likely a misspelt name: saying nothing would leave the real lost scope failing.
+            raise ValueError(
+                f"forget({scope_id!r}): the directory {self.directory} holds no record of that "
+                "scope (never opened here, or forgotten already); there is nothing to forget — "
+                "check the scope's name"
+            )
         actor = self._actors.get(scope_id)
         if actor is not None and not actor.closed:
             if not actor.retire():  # closes the old connection now, unless calls wait

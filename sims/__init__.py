@@ -54,9 +54,10 @@ from ._scenarios import (
     scenario,
 )
 from ._scheduling import seed_scheduler
+from ._seeds import parse_seeds
 from ._simulate import WorldError, scenario_names, simulate
 from ._story import story_lines
-from ._sweep import SeedSummary, SweepReport, parse_seeds, sweep
+from ._sweep import SeedSummary, SweepReport, sweep
 from ._testing import WorldFailed, check_worlds, describe_failure
 from ._timeline import render_html, render_terminal, write_timeline
 from ._trace import Trace

@@ -27,9 +27,10 @@ from ._mutants import MUTANTS
 from ._outcome import Simulation
 from ._plan_check import unfired_line
 from ._scenarios import SCENARIOS, Scenario, display_path, find_scenario, load_file
+from ._seeds import parse_seed, parse_seeds
 from ._simulate import simulate, with_user_checks
 from ._story import story_lines
-from ._sweep import parse_seed, parse_seeds, plural, progress_bar, sweep
+from ._sweep import plural, progress_bar, sweep
 from ._timeline import render_terminal, write_timeline
 from ._trace import Trace
 

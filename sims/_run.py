@@ -31,6 +31,7 @@ from ._checks import CheckReport, TraceChecker
 from ._faults import NO_FAULTS, Fault, FaultPlan, StoreClockFault, UpstreamFailure
 from ._plan_check import check_plan
 from ._scheduling import seed_scheduler
+from ._seeds import require_seed
 from ._trace import TRACE_FORMAT, Trace
 from ._upstream import Upstream
 from ._world import World, undeclared_scope
@@ -78,6 +79,7 @@ def run_world(
 ) -> WorldOutcome:
     """Build a world from ``seed`` and ``setup``, let ``drive`` run it, and collect the outcome,
     checked live against the spec's invariants (``settles``: every run must have ended)."""
+    seed = require_seed(seed)
     check_plan(setup.plan, drives=setup.drives, scopes=setup.scopes)
     seed_scheduler(seed)
     # Time moves only when the host's network jumps it (jump_clock=True below).

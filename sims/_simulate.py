@@ -18,6 +18,7 @@ from ._outcome import Simulation
 from ._plan_check import unfired_line
 from ._run import run_world
 from ._scenarios import SCENARIOS, Scenario, ScenarioRef, display_path, find_scenario
+from ._seeds import require_seed
 from ._trace import Trace
 
 
@@ -51,6 +52,7 @@ def simulate(
     only the invariants and the scenario's own checks). ``mutant`` names a deliberately broken
     store from ``MUTANTS`` (``database`` swaps in any store factory). ``observe`` sees every event
     as it happens, kept or not."""
+    seed = require_seed(seed)
     ref = scenario if isinstance(scenario, ScenarioRef) else ScenarioRef.parse(scenario)
     found = find_scenario(ref)
     if mutant is not None:

@@ -8,7 +8,6 @@ seed that did not come out as documented.
 from __future__ import annotations
 
 import multiprocessing
-import re
 import sys
 import time
 from collections import Counter
@@ -22,6 +21,7 @@ from ._mutants import MUTANTS
 from ._outcome import replay_command
 from ._probes import probe_lines
 from ._scenarios import ScenarioRef, find_scenario
+from ._seeds import require_seed
 from ._simulate import simulate
 
 
@@ -74,32 +74,6 @@ class SweepReport:
                 yield f"      {text}"
 
 
-def parse_seeds(text: str) -> range:
-    """``"A..B"`` (both included) or ``"N"``, that one seed; seeds are whole numbers >= 0."""
-    if re.fullmatch(r"-?\d+(?:\.\.-?\d+)?", text.strip()) and "-" in text:
-        raise ValueError(f"seeds {text!r} include a negative number; seeds are whole numbers >= 0")
-    match = re.fullmatch(r"(\d+)(?:\.\.(\d+))?", text.strip())
-    if match is None:
-        raise ValueError(
-            f"seeds {text!r} must be N (that one seed) or A..B (A to B, both included), "
-            "in whole numbers >= 0"
-        )
-    first = int(match.group(1))
-    last = int(match.group(2)) if match.group(2) is not None else first
-    if last < first:
-        raise ValueError(f"seeds {text!r} run backwards; write the smaller number first")
-    return range(first, last + 1)
-
-
-def parse_seed(text: str) -> int:
-    """One seed, ``"N"``: a whole number >= 0, as :func:`parse_seeds` reads them."""
-    if re.fullmatch(r"-\d+", text.strip()):
-        raise ValueError(f"seed {text!r} is negative; seeds are whole numbers >= 0")
-    if not re.fullmatch(r"\d+", text.strip()):
-        raise ValueError(f"seed {text!r} is not a whole number; seeds are whole numbers >= 0")
-    return int(text)
-
-
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """``1 seed``, ``2 seeds``, ``0 seeds`` (``nouns`` when adding an s is wrong)."""
     return f"{count} {noun}" if count == 1 else f"{count} {nouns or noun + 's'}"
@@ -144,7 +118,7 @@ def sweep(
     # The reference, not the scenario, crosses to the workers: it pickles, and a worker that did
     # not fork from this process loads the user's file from its absolute path.
     ref = find_scenario(scenario).ref
-    work = [(ref, seed, mutant) for seed in seeds]
+    work = [(ref, require_seed(seed), mutant) for seed in seeds]
     started = time.perf_counter()
     results: list[SeedSummary] = []
     failing = 0

@@ -19,7 +19,7 @@ import pytest
 
 from ._faults import FaultPlan
 from ._scenarios import ScenarioRef
-from ._sweep import parse_seeds
+from ._seeds import parse_seeds
 from ._testing import check_worlds
 
 

@@ -140,3 +140,23 @@ async def test_forget_refuses_a_file_still_there_a_busy_scope_and_a_memory_host(
             r"missing; there is nothing to forget$",
         ):
             host.forget("s1")
+
+
+async def test_forget_refuses_a_scope_the_directory_never_held(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    async with open_scope_host(tmp_path, clock=StoreClock()) as host:
+        await host.stub("s1").list(JobRunFilter())
+        (tmp_path / "s1.sqlite3").unlink()
+        message = (
+            f"forget('s2'): the directory {tmp_path} holds no record of that scope (never "
+            "opened here, or forgotten already); there is nothing to forget — check the scope's "
+            "name"
+        )
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            host.forget("s2")  # a misspelling of s1
+        host.forget("s1")
+        with pytest.raises(
+            ValueError, match=r"^forget\('s1'\): the directory .* forgotten already"
+        ):
+            host.forget("s1")

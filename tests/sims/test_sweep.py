@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from sims import MUTANTS, parse_seeds, sweep
+from sims import (
+    MUTANTS,
+    ScenarioRef,
+    check_worlds,
+    find_scenario,
+    parse_seeds,
+    run_world,
+    simulate,
+    sweep,
+)
 
 
 def test_two_hundred_random_worlds_violate_nothing() -> None:
@@ -65,3 +76,29 @@ def test_seed_ranges_are_parsed_and_bad_ones_refused() -> None:
         sweep("random", range(1), jobs=0)
     with pytest.raises(ValueError, match=r"^no mutant 'x'; the mutants are: patch-owner, "):
         sweep("random", range(1), mutant="x")
+
+
+@pytest.mark.parametrize("entry", ["simulate", "sweep", "check_worlds", "run_world"])
+def test_a_negative_seed_is_refused_at_every_entry_not_run_as_its_absolute_value(
+    entry: str,
+) -> None:
+    # random.Random(-5) is random.Random(5): a world run under -5 would be world 5 mislabelled.
+    setup = find_scenario(ScenarioRef.parse("late-begin"))
+    calls: dict[str, Callable[[], object]] = {
+        "simulate": lambda: simulate("late-begin", -5),
+        "sweep": lambda: sweep("late-begin", [0, -5]),
+        "check_worlds": lambda: check_worlds("late-begin", [-5]),
+        "run_world": lambda: run_world(-5, setup.setup(5), setup.drive),
+    }
+    with pytest.raises(
+        ValueError,
+        match=r"^seed=-5 is negative; seeds are whole numbers >= 0 \(Python's random would "
+        r"build world 5 under its name\)$",
+    ):
+        calls[entry]()
+
+
+@pytest.mark.parametrize("seed", [True, 1.0, "3", None])
+def test_a_seed_that_is_not_a_whole_number_is_refused(seed: object) -> None:
+    with pytest.raises(ValueError, match=r"is not a whole number; seeds are whole numbers >= 0$"):
+        simulate("late-begin", seed)  # type: ignore[arg-type]
