@@ -11,6 +11,8 @@ runs it, joined in ``_COMMANDS``; a new subcommand adds one of each.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import json
 import os
 import shutil
 import sys
@@ -24,13 +26,14 @@ from ._conformance_cli import add_conformance_command, conformance_command
 from ._explore import explore_plans
 from ._faults import FAULT_KINDS, FaultPlan, plan_from_text
 from ._mutants import MUTANTS
+from ._numbers import plural, whole_number
 from ._outcome import Simulation
 from ._plan_check import unfired_line
 from ._scenarios import SCENARIOS, Scenario, display_path, find_scenario, load_file
 from ._seeds import parse_seed, parse_seeds
 from ._simulate import simulate, with_user_checks
 from ._story import story_lines
-from ._sweep import plural, progress_bar, sweep
+from ._sweep import progress_bar, sweep
 from ._timeline import render_terminal, write_timeline
 from ._trace import Trace
 
@@ -106,10 +109,22 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in _ADDERS:
         add(commands)
+    for command in commands.choices.values():
+        # A word the command does not know is reported with that command's usage, not the
+        # top-level one (see main).
+        command.set_defaults(command_parser=command)
     return parser
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("jobrun-sim")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout never installed
+        return "(not installed)"
 
 
 def _command(
@@ -145,7 +160,9 @@ def _add_run(commands: Any) -> None:
     run.add_argument("--timeline", type=Path, help="write the timeline here, as HTML")
     run.add_argument("--plan", help="a FaultPlan(...) to use instead of the scenario's own")
     run.add_argument("--mutant", metavar="M", help="run on a deliberately broken store")
-    run.add_argument("--story-lines", type=int, default=200, help="most story lines to print")
+    run.add_argument(
+        "--story-lines", type=whole_number, default=200, help="most story lines to print"
+    )
 
 
 def _add_sweep(commands: Any) -> None:
@@ -158,7 +175,7 @@ def _add_sweep(commands: Any) -> None:
         help="N (that one seed) or A..B (A to B, both included); seeds are whole numbers >= 0",
     )
     where = sweep_.add_mutually_exclusive_group()
-    where.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    where.add_argument("--jobs", type=whole_number, default=1, help="worker processes (default 1)")
     where.add_argument(
         "--scheduler",
         metavar="tcp://HOST:PORT",
@@ -184,10 +201,10 @@ def _add_explore(commands: Any) -> None:
     explore.add_argument("--seed", default="1", help=_SEED_HELP)
     explore.add_argument("--mutant", metavar="M", help="explore a deliberately broken store")
     explore.add_argument(
-        "--examples", type=int, default=300, help="most plans to try (default 300)"
+        "--examples", type=whole_number, default=300, help="most plans to try (default 300)"
     )
     explore.add_argument(
-        "--max-faults", type=int, default=4, help="most faults in one plan (default 4)"
+        "--max-faults", type=whole_number, default=4, help="most faults in one plan (default 4)"
     )
 
 
@@ -220,7 +237,12 @@ def _glue_seeds(argv: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = _parser().parse_args(_glue_seeds(sys.argv[1:] if argv is None else argv))
+    parser = _parser()
+    arguments, unknown = parser.parse_known_args(
+        _glue_seeds(sys.argv[1:] if argv is None else argv)
+    )
+    if unknown:
+        arguments.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         code = _COMMANDS[arguments.command](arguments)
         sys.stdout.flush()  # inside the try: a closed pipe is noticed here, not at exit
@@ -486,7 +508,8 @@ def _read_trace(path: Path) -> Trace:
         recorded = Trace.read(path)
     except (UnicodeDecodeError, ValueError, KeyError, TypeError):
         raise UsageError(
-            f"{path} is not a trace (JSON lines); write traces with run --trace"
+            f"{path} is not a trace (JSON lines){_first_bad_line(path)}; write traces with "
+            "run --trace"
         ) from None
     begin = recorded.events[0] if recorded.events else None
     if begin is None or begin.get("ev") != "world.begin" or "scenario" not in begin:
@@ -494,6 +517,26 @@ def _read_trace(path: Path) -> Trace:
             f"{path} does not start with a world.begin event; write traces with run --trace"
         )
     return recorded
+
+
+def _first_bad_line(path: Path) -> str:
+    """Where a file of JSON lines stops being one, when most of it is: a trace cut off by a full
+    disk or a killed writer reads well up to its last line."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        return ""
+    for number, line in enumerate(lines, 1):
+        try:
+            if line.strip():
+                json.loads(line)
+        except ValueError:
+            if number == 1:
+                return ""
+            if number == len(lines):
+                return f": its last line, line {number}, is cut off"
+            return f": line {number} is not JSON"
+    return ""
 
 
 def _replay(arguments: argparse.Namespace) -> int:

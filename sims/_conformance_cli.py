@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ._numbers import whole_number
 from .conformance import load_history, replay_history, run_conformance
 
 
@@ -24,7 +25,7 @@ def add_conformance_command(commands: Any) -> None:
         '"COMMAND" that speaks the wire on stdin and stdout',
     )
     conformance.add_argument(
-        "--examples", type=int, default=100, help="histories to generate (default 100)"
+        "--examples", type=whole_number, default=100, help="histories to generate (default 100)"
     )
     conformance.add_argument("--seed", type=int, help="the generator's seed (default: random)")
     conformance.add_argument(

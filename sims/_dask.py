@@ -20,12 +20,16 @@ Two things keep a cluster's verdicts equal to a local sweep's:
 from __future__ import annotations
 
 import re
+import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 # A Dask address: tcp://host:port (the form the issue and the README use), or tls:// or ws://.
 _ADDRESS = re.compile(r"(tcp|tls|ws|wss)://[^\s:/]+(:\d+)?")
+
+#: The port ``dask scheduler`` listens on unless told otherwise.
+DEFAULT_PORT = 8786
 
 #: How long a sweep waits for the scheduler to answer and for a first worker to join.
 CONNECT_TIMEOUT_S = 30
@@ -70,6 +74,7 @@ def run_on_cluster(
     check_scheduler_address(address)
     distributed = _import_distributed()
     try:
+        _knock(address)
         client = distributed.Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
     except OSError as error:
         raise DaskUnavailable(
@@ -91,6 +96,16 @@ def run_on_cluster(
         ]
         for future in distributed.as_completed(futures):
             collect(iter(future.result()))
+
+
+def _knock(address: str) -> None:
+    """Open and close one TCP connection to a ``tcp://`` scheduler: a port nobody listens on
+    refuses at once, where Dask's client would retry it for the whole connect timeout."""
+    match = re.fullmatch(r"tcp://([^\s:/]+)(?::(\d+))?", address)
+    if match is None:  # tls:// and ws:// are left to Dask, which speaks them
+        return
+    host, port = match.group(1), int(match.group(2) or DEFAULT_PORT)
+    socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
 
 
 def _chunks(work: Sequence[Job], *, size: int) -> Iterator[Sequence[Job]]:

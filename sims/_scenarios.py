@@ -103,7 +103,9 @@ def scenario(
     checks = tuple(checks)
 
     def register(drive: Drive) -> Drive:
+        # The docstring's reST literals (``x``) read as `x` on a terminal.
         summary = " ".join((drive.__doc__ or "").strip().split("\n\n")[0].split())
+        summary = summary.replace("``", "`")
         source = _source_of(drive)
         registry = SCENARIOS if source is None else _FILES.setdefault(source, {})
         registry[name] = Scenario(

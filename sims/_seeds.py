@@ -7,9 +7,16 @@ called it -5: a world whose name lies.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+#: The most seeds one sweep takes. A sweep keeps every seed's summary for its report, about 2 KB
+#: each (the probes it hit, above all), so a million seeds hold some 2 GB; a bigger search is run
+#: as several sweeps over consecutive ranges.
+MAX_SWEEP_SEEDS = 1_000_000
 
 
 def require_seed(seed: Any) -> int:
@@ -53,3 +60,35 @@ def parse_seed(text: str) -> int:
     if not re.fullmatch(r"\d+", text.strip()):
         raise ValueError(f"seed {text!r} is not a whole number; seeds are whole numbers >= 0")
     return int(text)
+
+
+def sweep_seeds(seeds: Iterable[int]) -> Sequence[int]:
+    """``seeds`` checked for a sweep: every one a seed, at most :data:`MAX_SWEEP_SEEDS` of them.
+
+    A range is checked by its ends and its length, so ``0..99999999999999999999`` is refused at
+    once instead of being spelt out in memory; any other iterable is read only one seed past the
+    limit."""
+    if isinstance(seeds, range):
+        try:
+            count = len(seeds)
+        except OverflowError:  # more than sys.maxsize seeds
+            count = MAX_SWEEP_SEEDS + 1
+        if count > MAX_SWEEP_SEEDS:
+            shown = f"seeds {seeds.start}..{seeds.stop - 1}" if seeds.step == 1 else repr(seeds)
+            raise ValueError(_too_many(shown))
+        for end in (seeds[0], seeds[-1]) if count else ():
+            require_seed(end)
+        return seeds
+    taken = list(itertools.islice(seeds, MAX_SWEEP_SEEDS + 1))
+    if len(taken) > MAX_SWEEP_SEEDS:
+        raise ValueError(_too_many("the seeds given"))
+    return [require_seed(seed) for seed in taken]
+
+
+def _too_many(shown: str) -> str:
+    part = MAX_SWEEP_SEEDS
+    return (
+        f"{shown}: more than {part:,} seeds; a sweep keeps every seed's summary for its report "
+        f"(about 2 KB each), so it takes at most {part:,} — sweep the range in parts "
+        f"(--seeds 0..{part - 1}, then {part}..{2 * part - 1}, and so on)"
+    )

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ._checks import short
+from ._numbers import plural
 
 Teller = Callable[[dict[str, Any]], str | None]
 
@@ -89,7 +90,7 @@ _TELLERS: dict[str, Teller] = {
         f"the abandoned {_call(e)} reaches scope {e['scope']} late, and runs there"
     ),
     "world.unfired": lambda e: (
-        f"{len(e['faults'])} fault(s) of the plan never fired: {'; '.join(e['faults'])}"
+        f"{plural(len(e['faults']), 'fault')} of the plan never fired: {'; '.join(e['faults'])}"
     ),
     "fault.pause": lambda e: f"fault: stops for {e['ms']:g} ms ({e['where']} {e['nth']})",
     "fault.crash": lambda e: f"fault: killed; back in {e['down_ms']:g} ms",

@@ -18,10 +18,11 @@ import attrs
 
 from ._dask import run_on_cluster
 from ._mutants import MUTANTS
+from ._numbers import plural
 from ._outcome import replay_command
 from ._probes import probe_lines
 from ._scenarios import ScenarioRef, find_scenario
-from ._seeds import require_seed
+from ._seeds import sweep_seeds
 from ._simulate import simulate
 
 
@@ -74,11 +75,6 @@ class SweepReport:
                 yield f"      {text}"
 
 
-def plural(count: int, noun: str, nouns: str | None = None) -> str:
-    """``1 seed``, ``2 seeds``, ``0 seeds`` (``nouns`` when adding an s is wrong)."""
-    return f"{count} {noun}" if count == 1 else f"{count} {nouns or noun + 's'}"
-
-
 def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
     """One seed's world, reduced to what a sweep reports (runs in a worker process)."""
     scenario, seed, mutant = job
@@ -118,7 +114,7 @@ def sweep(
     # The reference, not the scenario, crosses to the workers: it pickles, and a worker that did
     # not fork from this process loads the user's file from its absolute path.
     ref = find_scenario(scenario).ref
-    work = [(ref, require_seed(seed), mutant) for seed in seeds]
+    work = [(ref, seed, mutant) for seed in sweep_seeds(seeds)]
     started = time.perf_counter()
     results: list[SeedSummary] = []
     failing = 0

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ._faults import FaultPlan
+from ._numbers import plural
 from ._outcome import Simulation
 from ._scenarios import ScenarioRef
 from ._simulate import simulate
 from ._story import story_lines
-from ._sweep import plural
 
 
 class WorldFailed(AssertionError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import multiprocessing
 import os
@@ -23,6 +24,7 @@ def test_list_names_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert [line.split()[0] for line in out.splitlines()] == list(SCENARIOS)
+    assert "The late-BEGIN world with `max_attempts=1`: " in out  # no reST ``literals``
 
 
 def test_run_late_begin_tells_the_double_run_and_writes_trace_and_timeline(
@@ -69,6 +71,29 @@ def test_replay_reruns_the_recorded_world_byte_for_byte(
     assert f"replay: the new trace is byte-identical to {trace}" in out
 
 
+def test_a_trace_cut_off_or_damaged_names_the_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    trace = tmp_path / "t.jsonl"
+    assert main(["run", "crash-after-begin", "--seed", "4", "--trace", str(trace)]) == 0
+    lines = trace.read_text(encoding="utf-8").splitlines(keepends=True)
+    capsys.readouterr()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(lines[:9]) + lines[9][:20], encoding="utf-8")  # a writer killed
+    assert main(["replay", str(cut)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {cut} is not a trace (JSON lines): its last line, line 10, is cut off; write "
+        "traces with run --trace\n"
+    )
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text("".join(lines[:4]) + "{oops\n" + "".join(lines[4:]), encoding="utf-8")
+    assert main(["replay", str(damaged)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {damaged} is not a trace (JSON lines): line 5 is not JSON; write traces with "
+        "run --trace\n"
+    )
+
+
 def test_sweep_summarises_and_fails_on_a_violation(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sweep", "late-claim", "--seeds", "1..4"]) == 0
     assert "sweep late-claim: 4 seeds in" in capsys.readouterr().out
@@ -91,6 +116,43 @@ def test_bad_arguments_are_refused_with_the_remedy(capsys: pytest.CaptureFixture
     assert "run backwards" in capsys.readouterr().err
     assert main(["run", "random", "--plan", "open('x')"]) == 2
     assert "calls something other than" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (
+            ["run", "late-begin", "--bogus"],
+            "python -m sims run: error: unrecognized arguments: --bogus",
+        ),
+        (
+            ["sweep", "late-begin", "--seeds", "0..1", "--jobs", "x"],
+            "python -m sims sweep: error: argument --jobs: 'x' is not a whole number; write "
+            "digits, e.g. 2",
+        ),
+        (
+            ["explore", "late-begin", "--examples", "1e3"],
+            "python -m sims explore: error: argument --examples: '1e3' is not a whole number; "
+            "write digits, e.g. 2",
+        ),
+    ],
+)
+def test_a_word_a_command_does_not_take_is_told_with_that_commands_usage(
+    argv: list[str], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: python -m sims {argv[0]} ")
+    assert err.endswith(f"{error}\n")
+
+
+def test_version_is_the_installed_packages(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"python -m sims {importlib.metadata.version('jobrun-sim')}\n"
 
 
 # -- a user's file -------------------------------------------------------------------------------

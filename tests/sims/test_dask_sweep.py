@@ -11,9 +11,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import distributed
 import pytest
 
-from sims import _dask, sweep
+from sims import sweep
 from sims._cli import main
 
 # The dask command beside this interpreter: the one a user of this virtual environment runs.
@@ -118,8 +119,12 @@ def test_an_unknown_scenario_fails_on_the_cluster_as_it_does_locally(cluster: st
 def test_a_scheduler_nobody_runs_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Port 9 on loopback: nothing listens there on these machines (discard is not served).
-    monkeypatch.setattr(_dask, "CONNECT_TIMEOUT_S", 2)
+    # Port 9 on loopback: nothing listens there on these machines (discard is not served). The
+    # refusal is noticed by a plain connection first: Dask's client would retry it for 30 s.
+    def no_client(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a refused port must be reported before Dask's client retries it")
+
+    monkeypatch.setattr(distributed, "Client", no_client)
     assert main(["sweep", "random", "--seeds", "0..1", "--scheduler", "tcp://127.0.0.1:9"]) == 2
     error = capsys.readouterr().err
     assert error.startswith("error: cannot reach the Dask scheduler at tcp://127.0.0.1:9: ")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import pytest
@@ -102,3 +103,19 @@ def test_a_negative_seed_is_refused_at_every_entry_not_run_as_its_absolute_value
 def test_a_seed_that_is_not_a_whole_number_is_refused(seed: object) -> None:
     with pytest.raises(ValueError, match=r"is not a whole number; seeds are whole numbers >= 0$"):
         simulate("late-begin", seed)  # type: ignore[arg-type]
+
+
+def test_a_sweep_past_its_limit_is_refused_at_once_without_spelling_the_range_out() -> None:
+    # 10**20 seeds: a list of them would exhaust memory before a single world ran.
+    with pytest.raises(
+        ValueError,
+        match=r"^seeds 0\.\.99999999999999999999: more than 1,000,000 seeds; a sweep keeps every "
+        r"seed's summary for its report \(about 2 KB each\), so it takes at most 1,000,000 — "
+        r"sweep the range in parts \(--seeds 0\.\.999999, then 1000000\.\.1999999, and so on\)$",
+    ):
+        sweep("late-begin", range(10**20))
+    with pytest.raises(ValueError, match=r"^seeds 0\.\.1000000: more than 1,000,000 seeds"):
+        sweep("late-begin", range(1_000_001))
+    with pytest.raises(ValueError, match=r"^the seeds given: more than 1,000,000 seeds"):
+        sweep("late-begin", itertools.count())  # read one past the limit, no further
+    assert [s.seed for s in sweep("late-begin", range(3, -1, -1)).seeds] == [0, 1, 2, 3]
