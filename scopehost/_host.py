@@ -249,11 +249,9 @@ class ScopeHost:
             return self._database(connection, scope_id, operations=self._operations)
         assert self._known is not None
         path = self.directory / f"{scope_id}.sqlite3"
-        if scope_id not in self._known:
-            self._known.refresh()  # another host on this directory may have opened it since
         # A scope this directory has held is opened without the right to create its file
         # (mode=rw): if the file is gone, SQLite fails instead of starting it over empty.
-        known = scope_id in self._known
+        known = self._known.holds(scope_id)
         try:
             connection = sqlite3.connect(
                 f"file:{quote(str(path))}?mode={'rw' if known else 'rwc'}",
@@ -318,9 +316,7 @@ class ScopeHost:
                 f"forget({scope_id!r}): its database file {path} is still there; to start the "
                 "scope over empty, delete the file (with its -wal and -shm files) first"
             )
-        if scope_id not in self._known:
-            self._known.refresh()  # another host on this directory may have opened it since
-        if scope_id not in self._known:
+        if not self._known.holds(scope_id):
             # Most likely a misspelt name: saying nothing would leave the real lost scope failing.
             raise ValueError(
                 f"forget({scope_id!r}): the directory {self.directory} holds no record of that "

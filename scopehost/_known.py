@@ -60,6 +60,13 @@ class KnownScopes:
     def __contains__(self, scope_id: str) -> bool:
         return scope_id in self._ids
 
+    def holds(self, scope_id: str) -> bool:
+        """Whether the directory has held ``scope_id``, reading the record again first when this
+        host has not seen it there (another host on the directory may have opened it since)."""
+        if scope_id not in self._ids:
+            self.refresh()
+        return scope_id in self._ids
+
     def add(self, scope_id: str) -> None:
         """``scope_id``'s file is open: from now on, its absence is a loss."""
         if scope_id not in self._ids:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 # A Dask address: tcp://host:port (the form the issue and the README use), or tls:// or ws://.
-_ADDRESS = re.compile(r"(tcp|tls|ws|wss)://[^\s:/]+(:\d+)?")
+_ADDRESS = re.compile(r"(?P<scheme>tcp|tls|ws|wss)://(?P<host>[^\s:/]+)(?::(?P<port>\d+))?")
 
 #: The port ``dask scheduler`` listens on unless told otherwise.
 DEFAULT_PORT = 8786
@@ -101,11 +101,11 @@ def run_on_cluster(
 def _knock(address: str) -> None:
     """Open and close one TCP connection to a ``tcp://`` scheduler: a port nobody listens on
     refuses at once, where Dask's client would retry it for the whole connect timeout."""
-    match = re.fullmatch(r"tcp://([^\s:/]+)(?::(\d+))?", address)
-    if match is None:  # tls:// and ws:// are left to Dask, which speaks them
+    match = _ADDRESS.fullmatch(address)
+    if match is None or match["scheme"] != "tcp":  # tls:// and ws:// are left to Dask
         return
-    host, port = match.group(1), int(match.group(2) or DEFAULT_PORT)
-    socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+    port = int(match["port"] or DEFAULT_PORT)
+    socket.create_connection((match["host"], port), timeout=CONNECT_TIMEOUT_S).close()
 
 
 def _chunks(work: Sequence[Job], *, size: int) -> Iterator[Sequence[Job]]:

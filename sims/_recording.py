@@ -80,23 +80,9 @@ class _RecordingContext:
         self._record(event, {"drive": self._drive, "run": self._ctx.run.id, **fields})
 
     def __getattr__(self, name: str) -> Any:
+        # Everything the handler reads and does not need recorded (run, payload, cursor,
+        # counters) is the real context's.
         return getattr(self._ctx, name)
-
-    @property
-    def run(self) -> Any:
-        return self._ctx.run
-
-    @property
-    def payload(self) -> Any:
-        return self._ctx.payload
-
-    @property
-    def cursor(self) -> Any:
-        return self._ctx.cursor
-
-    @property
-    def counters(self) -> Any:
-        return self._ctx.counters
 
     def count(self, name: str, by: float = 1) -> None:
         self._ctx.count(name, by)
