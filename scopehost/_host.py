@@ -285,8 +285,8 @@ class ScopeHost:
             raise ScopeFileGone(
                 f"scope {scope_id!r}: its database file {path} is gone, and this directory held "
                 "it before; nothing was written and no empty file was created in its place — "
-                f"restore the file, or call forget({scope_id!r}) on the scope host to start the "
-                "scope over empty"
+                f"restore the file{_stale_log_warning(path)}, or call forget({scope_id!r}) on the "
+                "scope host to start the scope over empty"
             ) from error
         try:
             self._known.add(scope_id)
@@ -383,6 +383,11 @@ async def open_scope_host(
     path = None if directory is None else Path(directory)
     if path is not None and not path.is_dir():
         raise ValueError(f"directory {str(path)!r} does not exist; create it or pass None")
+    if path is not None:
+        # Fixed now: a relative directory would follow the process's working directory, and a
+        # later chdir would turn every known scope into a lost one and create new files elsewhere.
+        # Resolved, as SQLite itself names the file, so every message spells one path.
+        path = path.resolve()
     if jump_clock:
         check_jumpable_clock()
     check_idle_ms(idle_ms)
@@ -407,3 +412,17 @@ async def open_scope_host(
         finally:
             nursery.cancel_scope.cancel()
     host._close()
+
+
+def _stale_log_warning(path: Path) -> str:
+    """What to say when the lost file's write-ahead log outlived it (a crash left it there).
+    SQLite applies a ``-wal`` to whatever file it finds at the path, so a copy put back beside
+    the lost file's log would open with the lost file's pages written into it."""
+    wal = path.with_name(path.name + "-wal")
+    if not wal.exists():
+        return ""
+    return (
+        f" (the lost file's write-ahead log {wal} is still there: remove it and its -shm file, "
+        "or replace it with the restored copy's own, before putting the file back, since SQLite "
+        "would apply it to whatever file is put back)"
+    )

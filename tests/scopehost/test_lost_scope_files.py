@@ -160,3 +160,45 @@ async def test_forget_refuses_a_scope_the_directory_never_held(
             ValueError, match=r"^forget\('s1'\): the directory .* forgotten already"
         ):
             host.forget("s1")
+
+
+async def test_the_lost_files_write_ahead_log_left_behind_is_named_in_the_error(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    # A crash leaves a scope's -wal beside its file; if the file is then lost, SQLite would apply
+    # that log to any copy put back at the path, so the error says to deal with it first.
+    path = tmp_path / "s1.sqlite3"
+    wal = tmp_path / "s1.sqlite3-wal"
+    async with open_scope_host(tmp_path, clock=StoreClock()) as host:
+        row = new_row("01RUNA")
+        await host.stub("s1").start_or_join(row.key, row)
+        shutil.copy(wal, tmp_path / "crashed-wal")  # the log as a crash would leave it
+    path.unlink()
+    shutil.move(tmp_path / "crashed-wal", wal)
+    async with open_scope_host(tmp_path, clock=StoreClock()) as host:
+        with pytest.raises(ScopeFileGone) as caught:
+            await host.stub("s1").list(JobRunFilter())
+    assert (
+        f"restore the file (the lost file's write-ahead log {wal} is still there: remove it and "
+        "its -shm file, or replace it with the restored copy's own, before putting the file "
+        "back, since SQLite would apply it to whatever file is put back), or call forget('s1')"
+    ) in str(caught.value)
+
+
+async def test_a_relative_directory_stays_the_same_directory_after_the_process_changes_its_own(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "scopes").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    async with open_scope_host("scopes", clock=StoreClock(), idle_ms=1_000) as host:
+        row = new_row("01RUNA")
+        await host.stub("s1").start_or_join(row.key, row)
+        await host.sleep_ms(2_000)
+        assert host.open_scopes == 0  # closed: the next call opens the file by its path again
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        assert [r.id for r in await host.stub("s1").list(JobRunFilter())] == ["01RUNA"]
+        assert await host.stub("s2").list(JobRunFilter()) == []
+        assert host.directory == tmp_path.resolve() / "scopes"
+    assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == []
+    assert (tmp_path / "scopes" / "s2.sqlite3").exists()
