@@ -117,6 +117,11 @@ class ScopeActor:
         """Messages wait in the queue (or the actor has not yet started on its first one)."""
         return bool(self._inbox)
 
+    @property
+    def has_database(self) -> bool:
+        """The scope's database is open (from the first message until the actor closes)."""
+        return self._database is not None
+
     def retire(self) -> bool:
         """Close the database now and end, if nothing waits; False (and nothing done) if busy."""
         if self._inbox or self.closed:
@@ -156,6 +161,8 @@ class ScopeActor:
                     return
                 if self._on_idle is not None:
                     self._on_idle(self)
+                    if self.closed:
+                        return  # retired as it fell idle (the host was over its cap)
                 self._parked = trio.lowlevel.current_task()
                 await trio.lowlevel.wait_task_rescheduled(self._abort)
         finally:

@@ -229,7 +229,7 @@ class ScopeHost:
             lambda: self._open_database(scope_id),
             self._close_database,
             self.clock,
-            on_idle=self.retirement.idle if self.retirement.idle_ms is not None else None,
+            on_idle=self.retirement.idle if self.retirement.watches_idle else None,
         )
         self._actors[scope_id] = actor
         self._nursery.start_soon(actor.serve, name=f"scope:{scope_id}")
@@ -239,6 +239,12 @@ class ScopeHost:
     def open_scopes(self) -> int:
         """How many scopes have an actor (and, in a directory, an open database) right now."""
         return sum(1 for actor in self._actors.values() if not actor.closed)
+
+    @property
+    def open_files(self) -> int:
+        """How many scopes have their database open right now (an actor waiting to start has not
+        yet opened its own)."""
+        return sum(1 for actor in self._actors.values() if actor.has_database)
 
     def _open_database(self, scope_id: str) -> ScopeDatabase:
         if self.directory is None:
@@ -273,7 +279,7 @@ class ScopeHost:
             # SQLite says only "unable to open database file": find out whether the process
             # ran out of file handles, the one cause a host's own settings can fix, or whether
             # the file of a scope this directory has held is gone.
-            handles = out_of_file_handles(scope_id, self.retirement.max_open)
+            handles = out_of_file_handles(scope_id, self.retirement.max_open, self.open_files)
             if handles is not None:
                 raise handles from error
             if not known or path.exists():
@@ -368,6 +374,11 @@ async def open_scope_host(
     ``clock`` is the store's clock: UTC wall time (``WallClock``) unless given one. A test or a
     simulation on virtual time passes ``StoreClock()`` (virtual time plus a fixed epoch).
 
+    ``rng`` is the host's random source, which drives use unless given their own (run ids, lease
+    owners, retry jitter): seeded from the operating system unless given, so that two processes
+    on one directory never mint the same ids. A test or a simulation that must replay passes a
+    seeded one, as it passes its clock.
+
     ``database`` builds each actor's store over its connection: ``ScopeDatabase`` unless a test or
     a simulation wants a deliberately broken one, to show that a check notices.
     ``jump_clock=True`` lets the host's network move a ``MockClock(autojump_threshold=0)`` itself
@@ -380,14 +391,7 @@ async def open_scope_host(
     ``max_open_scopes`` caps the scopes open at once, closing the least recently used idle ones
     first. A closed scope reopens on its next call. See ``scopehost._retirement``.
     """
-    path = None if directory is None else Path(directory)
-    if path is not None and not path.is_dir():
-        raise ValueError(f"directory {str(path)!r} does not exist; create it or pass None")
-    if path is not None:
-        # Fixed now: a relative directory would follow the process's working directory, and a
-        # later chdir would turn every known scope into a lost one and create new files elsewhere.
-        # Resolved, as SQLite itself names the file, so every message spells one path.
-        path = path.resolve()
+    path = None if directory is None else _scope_directory(directory)
     if jump_clock:
         check_jumpable_clock()
     check_idle_ms(idle_ms)
@@ -399,7 +403,7 @@ async def open_scope_host(
             clock=clock if clock is not None else WallClock(),
             observer=observer,
             operations=operations,
-            rng=rng if rng is not None else random.Random(0),
+            rng=rng if rng is not None else random.Random(),
             database=database,
             jump_clock=jump_clock,
             observe_direct=observe_direct,
@@ -412,6 +416,27 @@ async def open_scope_host(
         finally:
             nursery.cancel_scope.cancel()
     host._close()
+
+
+def _scope_directory(directory: str | Path) -> Path:
+    """The host's directory, resolved once: a relative one would follow the process's working
+    directory, and a later chdir would turn every known scope into a lost one and create new files
+    elsewhere. Resolved as SQLite names a file, so every message spells one path."""
+    if isinstance(directory, str) and not directory.strip():
+        # Path("") is ".": an unset setting would quietly put the scopes wherever the process runs.
+        raise ValueError(
+            f"directory {directory!r} is empty; pass the directory to keep the scopes' files in "
+            '("." for the working directory), or None to keep them in memory'
+        )
+    path = Path(directory)
+    if not path.exists():
+        raise ValueError(f"directory {str(path)!r} does not exist; create it or pass None")
+    if not path.is_dir():
+        raise ValueError(
+            f"directory {str(path)!r} is a file, not a directory; pass the directory to keep the "
+            "scopes' files in, or None to keep them in memory"
+        )
+    return path.resolve()
 
 
 def _stale_log_warning(path: Path) -> str:

@@ -9,8 +9,8 @@ scope it ever touched. Two limits, each optional:
   in steady use costs nothing, and nothing is timed at all when the limit is unset.
 * ``max_open``: before a new actor starts past the cap, the least recently used idle actors
   retire. An actor with messages waiting is never closed: if every open scope is busy, the new one
-  opens anyway and the host is back under the cap once enough of them fall idle and more scopes
-  are opened (retirement happens only when a scope starts, or when an idle time runs out).
+  opens anyway, and as each actor drains its queue while the host is over the cap, the least
+  recently used idle ones retire until it is back at the cap.
 
 Retiring is invisible to callers: the next call to a retired scope starts a fresh actor on the same
 database, as after an eviction, but nothing queued is failed (nothing is queued). If the database's
@@ -85,21 +85,42 @@ class Retirement:
         if self.max_open is not None:
             self._actors[scope_id] = self._actors.pop(scope_id)
 
+    @property
+    def watches_idle(self) -> bool:
+        """Whether actors must report draining their queue (an idle time, or a cap to get back
+        under once busy scopes opened past it)."""
+        return self.idle_ms is not None or self.max_open is not None
+
     def make_room(self) -> None:
         """Before a new actor starts: retire least recently used idle ones down below the cap."""
-        if self.max_open is None or len(self._actors) < self.max_open:
-            return
-        excess = len(self._actors) - self.max_open + 1
-        for scope_id, actor in list(self._actors.items()):
+        if self.max_open is not None and len(self._actors) >= self.max_open:
+            self._retire_down_to(self.max_open - 1)
+
+    def _retire_down_to(self, count: int) -> None:
+        """Retire least recently used idle actors until at most ``count`` are open (or no idle
+        one is left: a busy actor is never closed)."""
+        excess = len(self._actors) - count
+        retiring = []
+        for scope_id, actor in self._actors.items():
             if excess == 0:
                 break
+            if actor.closed or not actor.busy:
+                retiring.append(scope_id)
+                excess -= 1
+        for scope_id in retiring:
+            actor = self._actors[scope_id]
             if actor.closed or actor.retire():
                 del self._actors[scope_id]
                 self.retired += 1
-                excess -= 1
 
     def idle(self, actor: ScopeActor) -> None:
-        """``actor`` drained its queue (called in its task)."""
+        """``actor`` drained its queue (called in its task, or in the network's when it served a
+        request off the wire). It may be retired here, itself included."""
+        if self.max_open is not None and len(self._actors) > self.max_open:
+            # Busy scopes opened past the cap: now that one has drained, get back to it.
+            self._retire_down_to(self.max_open)
+            if actor.closed:
+                return
         if self.idle_ms is None:
             return
         now = trio.current_time()
@@ -124,9 +145,12 @@ class Retirement:
             self.retired += 1
 
 
-def out_of_file_handles(scope_id: str, max_open: int | None) -> ScopeUnavailable | None:
+def out_of_file_handles(
+    scope_id: str, max_open: int | None, others: int
+) -> ScopeUnavailable | None:
     """The error to raise when opening ``scope_id``'s database failed for want of file handles,
-    or None when the process still has some (the failure was something else)."""
+    or None when the process still has some (the failure was something else). ``others``: how
+    many other scopes have their file open."""
     # SQLite closed what it had opened before it failed, so a handle or two may be free again:
     # a scope needs three (the database, its WAL and its shared memory), so probe for three.
     probes: list[int] = []
@@ -142,9 +166,19 @@ def out_of_file_handles(scope_id: str, max_open: int | None) -> ScopeUnavailable
         for probe in probes:
             os.close(probe)
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    cap = "no max_open_scopes is set" if max_open is None else f"max_open_scopes is {max_open}"
+    if max_open is None:
+        why = "no max_open_scopes is set"
+        remedy = "pass open_scope_host a max_open_scopes well under a third of the limit"
+    else:
+        # A busy scope may open past the cap, but retires as soon as it drains: at the cap,
+        # the cap itself is what holds too many.
+        why = f"max_open_scopes is {max_open}, and {others} other scopes have their file open"
+        remedy = (
+            "lower max_open_scopes to well under a third of the limit (the process's other "
+            "files count too)"
+        )
     return ScopeUnavailable(
         f"scope {scope_id!r} cannot open its database: the process is out of file handles "
-        f"(limit {soft}; a scope in WAL mode holds three, and {cap}); pass open_scope_host "
-        "a max_open_scopes well under a third of the limit, or raise the limit (ulimit -n)"
+        f"(limit {soft}; a scope in WAL mode holds three, and {why}); {remedy}, or raise the "
+        "limit (ulimit -n)"
     )

@@ -4,6 +4,7 @@ next call; a directory host serves far more scopes than it has file handles."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import trio
 import trio.testing
 
 from driver import JobRunFilter
-from scopehost import StoreClock, open_scope_host
+from scopehost import Link, StoreClock, open_scope_host
 
 from .async_support import new_row
 
@@ -51,6 +52,23 @@ async def test_at_the_cap_the_least_recently_used_idle_scope_closes_first(
         assert host.retirement.retired == 1
 
 
+async def test_busy_scopes_opened_past_the_cap_close_as_they_fall_idle(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Forty new scopes called at once on a cap of 8: each is busy as it opens, so the host opens
+    # past the cap; once they are answered, it is back at the cap with no further call needed.
+    async with open_scope_host(clock=StoreClock(), max_open_scopes=8) as host:
+        slow = Link(request_ms=0, reply_ms=5)  # replies held on the wire: the callers overlap
+        async with trio.open_nursery() as nursery:
+            for index in range(40):
+                nursery.start_soon(host.stub(f"s{index}", link=slow).list, JobRunFilter())
+        assert host.open_scopes == 8
+        assert host.retirement.retired == 32
+        # A retired scope answers its next call as before.
+        assert await host.stub("s0").list(JobRunFilter()) == []
+        assert host.open_scopes == 8
+
+
 @pytest.mark.parametrize(
     ("idle_ms", "max_open", "message"),
     [
@@ -66,10 +84,10 @@ async def test_bad_limits_are_refused(
             pass
 
 
-def _touch(directory: Path, scopes: int, limit: int, max_open: int) -> str:
+def _touch(directory: Path, scopes: int, limit: int, max_open: int, *mode: str) -> str:
     result = subprocess.run(
         [sys.executable, "-m", "tests.scopehost.many_scopes"]
-        + [str(value) for value in (directory, scopes, limit, max_open)],
+        + [str(value) for value in (directory, scopes, limit, max_open, *mode)],
         capture_output=True,
         text=True,
         check=True,
@@ -105,3 +123,25 @@ def test_running_out_of_file_handles_says_so(scope_dir: Path) -> None:
         "WAL mode holds three, and no max_open_scopes is set); pass open_scope_host a "
         "max_open_scopes well under a third of the limit, or raise the limit (ulimit -n)"
     )
+
+
+def test_scopes_called_all_at_once_stay_within_the_cap_and_the_file_handles(
+    scope_dir: Path,
+) -> None:
+    # Each scope is busy as it opens, so the host opens it past the cap; it retires the moment it
+    # drains, so 2 000 scopes called at once fit in 256 handles with a cap of 64.
+    assert _touch(scope_dir, 2_000, 256, 64, "at-once") == "ok"
+
+
+def test_out_of_file_handles_under_a_cap_too_high_for_the_limit_says_to_lower_it(
+    scope_dir: Path,
+) -> None:
+    out = _touch(scope_dir, 200, 64, 40)
+    assert re.fullmatch(
+        r"failed list did not run: scope 'scope-\d+' cannot open its database: the process is "
+        r"out of file handles \(limit 64; a scope in WAL mode holds three, and max_open_scopes "
+        r"is 40, and \d+ other scopes have their file open\); lower max_open_scopes to well "
+        r"under a third of the limit \(the process's other files count too\), or raise the "
+        r"limit \(ulimit -n\)",
+        out,
+    ), out
