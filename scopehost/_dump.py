@@ -18,10 +18,14 @@ Importing is one transaction, and one of two things:
 
 Before anything is written every row is validated (``validate_dump``), and a bad dump is one
 ``ValidationFailed`` naming the first bad row, by path (``dump.runs.3.status``) and run id.
+
+A dump kept outside the scope (a backup) is one JSON document: ``JobRunDump.to_json`` writes it and
+``JobRunDump.from_json`` reads it back into an equal dump, refusing a document that is not one.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any, Final
 
@@ -58,6 +62,10 @@ class JobStepDumpRow:
 _STEP_COLUMNS: Final = tuple(field.name for field in attrs.fields(JobStepDumpRow))
 
 
+#: The version of the document ``JobRunDump.to_json`` writes, kept in it as ``format``.
+DUMP_FORMAT: Final = 1
+
+
 @attrs.frozen
 class JobRunDump:
     """Every run and step row of one scope, in id order, as exported."""
@@ -65,6 +73,94 @@ class JobRunDump:
     scope_id: str
     runs: tuple[JobRunRow, ...]
     steps: tuple[JobStepDumpRow, ...]
+
+    def to_json(self) -> str:
+        """The dump as one JSON document, to keep in a file: ``{"format": 1, "scope_id": ...,
+        "runs": [{column: value}], "steps": [...]}``, every column as stored. ASCII only, so any
+        text the rows hold survives any file encoding."""
+        return json.dumps(
+            {
+                "format": DUMP_FORMAT,
+                "scope_id": self.scope_id,
+                "runs": [attrs.asdict(run) for run in self.runs],
+                "steps": [attrs.asdict(step) for step in self.steps],
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, document: str | bytes) -> JobRunDump:
+        """The dump ``to_json`` wrote. A document that is not one is refused with
+        ``ValidationFailed`` naming the first thing wrong: its shape, then its rows, checked as
+        ``import_dump`` checks them (so a dump read here imports, unless it clashes)."""
+        try:
+            data = json.loads(document)
+        except (ValueError, TypeError) as error:
+            raise ValidationFailed.at(
+                "dump", f"is not JSON ({error}); pass the text JobRunDump.to_json wrote"
+            ) from error
+        if not isinstance(data, dict) or set(data) != {"format", "scope_id", "runs", "steps"}:
+            shape = sorted(data) if isinstance(data, dict) else type(data).__name__
+            raise ValidationFailed.at(
+                "dump",
+                f"is {shape!r}; a dump's document is an object of format, scope_id, runs and "
+                "steps, as JobRunDump.to_json writes it",
+            )
+        if data["format"] != DUMP_FORMAT:
+            raise ValidationFailed.at(
+                "dump.format",
+                f"is {data['format']!r}; this version reads format {DUMP_FORMAT} (write the dump "
+                "with the same version that reads it)",
+            )
+        dump = cls(
+            data["scope_id"],
+            tuple(
+                JobRunRow(**_columns(data, "runs", i, _RUN_COLUMNS)) for i in _rows(data, "runs")
+            ),
+            tuple(
+                JobStepDumpRow(**_columns(data, "steps", i, _STEP_COLUMNS))
+                for i in _rows(data, "steps")
+            ),
+        )
+        if not isinstance(dump.scope_id, str) or not dump.scope_id:
+            raise ValidationFailed.at(
+                "dump.scope_id", f"is {dump.scope_id!r}; name the scope the dump came from"
+            )
+        validate_dump(dump)
+        return dump
+
+
+def _rows(data: dict[str, Any], kind: str) -> range:
+    if not isinstance(data[kind], list):
+        raise ValidationFailed.at(f"dump.{kind}", f"is {data[kind]!r}, not a list of rows")
+    return range(len(data[kind]))
+
+
+def _columns(
+    data: dict[str, Any], kind: str, index: int, columns: tuple[str, ...]
+) -> dict[str, Any]:
+    """Row ``index`` of ``data[kind]``, which must hold exactly ``columns``."""
+    row = data[kind][index]
+    if not isinstance(row, dict) or set(row) != set(columns):
+        have = set(row) if isinstance(row, dict) else set()
+        missing = [column for column in columns if column not in have]
+        extra = sorted(have - set(columns))
+        what = (
+            f"is {row!r}, not an object of columns"
+            if not isinstance(row, dict)
+            else "; ".join(
+                part
+                for part in (
+                    f"lacks {', '.join(missing)}" if missing else "",
+                    f"has unknown columns {', '.join(extra)}" if extra else "",
+                )
+                if part
+            )
+        )
+        raise ValidationFailed.at(
+            f"dump.{kind}.{index}", f"{what} (a row's columns: {', '.join(columns)})"
+        )
+    return row
 
 
 def not_carried_note(source_scope_id: str) -> str:

@@ -3,6 +3,7 @@ dump is refused whole."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
@@ -307,3 +308,66 @@ def test_a_bad_dump_is_one_error_naming_the_row_and_nothing_is_written(
 
     assert [(e.path, e.message) for e in caught.value.errors] == [(path, message)]
     assert db.export_dump(now=IMPORTED_AT) == before
+
+
+# -- a dump kept in a file ---------------------------------------------------------------------
+
+
+def test_a_dump_written_to_a_file_reads_back_equal_and_restores_the_scope(tmp_path: Any) -> None:
+    db, dump = _source()
+    db.connection.execute(
+        "UPDATE _substrat_job_runs SET payload = ? WHERE id = 'run-1'", ('{"n":"é😀"}',)
+    )
+    dump = db.export_dump(now=at(10))
+    backup = tmp_path / "scope-a.dump.json"
+    backup.write_text(dump.to_json(), encoding="ascii")  # ASCII: any text survives any encoding
+
+    read_back = JobRunDump.from_json(backup.read_bytes())
+
+    assert read_back == dump
+    restored = open_db(scope_id="scope-a")
+    assert restored.import_dump(read_back, "scope-a", now=IMPORTED_AT) == 2
+    assert restored.export_dump(now=IMPORTED_AT) == dump
+
+
+def _document(**changes: Any) -> str:
+    data = json.loads(_source()[1].to_json())
+    data.update(changes)
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ("{not json", r"^dump is not JSON \(Expecting property name"),
+        ("[]", r"^dump is 'list'; a dump's document is an object of format, scope_id, runs and "),
+        (json.dumps({"runs": []}), r"^dump is \['runs'\]; a dump's document is an object of "),
+        (_document(format=2), r"^dump.format is 2; this version reads format 1 \(write the "),
+        (_document(scope_id=""), r"^dump.scope_id is ''; name the scope the dump came from$"),
+        (_document(runs={}), r"^dump.runs is \{\}, not a list of rows$"),
+        (_document(steps=[7]), r"^dump.steps.0 is 7, not an object of columns \(a row's "),
+    ],
+)
+def test_a_document_that_is_not_a_dump_is_refused_by_what_is_wrong(
+    document: str, message: str
+) -> None:
+    with pytest.raises(ValidationFailed, match=message):
+        JobRunDump.from_json(document)
+
+
+def test_a_row_with_columns_missing_or_unknown_is_refused_by_name() -> None:
+    data = json.loads(_source()[1].to_json())
+    del data["runs"][1]["cursor"]
+    data["runs"][1]["colour"] = "red"
+    with pytest.raises(ValidationFailed) as refused:
+        JobRunDump.from_json(json.dumps(data))
+    assert str(refused.value).startswith(
+        "dump.runs.1 lacks cursor; has unknown columns colour (a row's columns: id, module_id, "
+    )
+
+
+def test_a_row_read_from_a_file_is_checked_as_an_import_checks_it() -> None:
+    data = json.loads(_source()[1].to_json())
+    data["runs"][0]["status"] = "paused"
+    with pytest.raises(ValidationFailed, match=r"^dump.runs.0.status "):
+        JobRunDump.from_json(json.dumps(data))
