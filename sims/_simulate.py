@@ -105,7 +105,10 @@ def simulate(
 
 class WorldError(ValueError):
     """A user's scenario raised (its drive function or one of its checks): said in one line, with
-    the place in the user's file; the original exception is chained."""
+    the place in the user's file; the original exception is chained, and is ``error`` (None once
+    the error has crossed from a sweep's worker process, where only its line travels)."""
+
+    error: BaseException | None
 
     def __init__(self, scenario: Scenario, seed: int, error: BaseException) -> None:
         self.error = _innermost(error)
@@ -118,6 +121,19 @@ class WorldError(ValueError):
             f"scenario {scenario.ref} raised{where} with seed {seed}: "
             f"{type(self.error).__name__}: {self.error}"
         )
+
+    def __reduce__(self) -> tuple[Callable[[str], WorldError], tuple[str]]:
+        # A sweep's worker sends it to the sweep as its line: the user's own exception may not
+        # pickle (a class in their file, an __init__ of its own), and a pool that cannot unpickle
+        # a worker's error never hears back from it.
+        return (_world_error_of_line, (str(self),))
+
+
+def _world_error_of_line(line: str) -> WorldError:
+    error = WorldError.__new__(WorldError)
+    ValueError.__init__(error, line)
+    error.error = None
+    return error
 
 
 def _innermost(error: BaseException) -> BaseException:

@@ -8,6 +8,7 @@ seed that did not come out as documented.
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 import sys
 import time
 from collections import Counter
@@ -78,7 +79,10 @@ class SweepReport:
 def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
     """One seed's world, reduced to what a sweep reports (runs in a worker process)."""
     scenario, seed, mutant = job
-    simulation = simulate(scenario, seed, mutant=mutant)
+    try:
+        simulation = simulate(scenario, seed, mutant=mutant)
+    except Exception as error:
+        raise _sendable(error) from None
     report = simulation.report
     return SeedSummary(
         seed=seed,
@@ -88,6 +92,17 @@ def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
         rpcs=simulation.facts.count("rpc.exec"),
         probes=report.probes,
     )
+
+
+def _sendable(error: Exception) -> Exception:
+    """``error``, or its line in an error that crosses processes: a worker's error that the
+    sweep's process cannot unpickle (an exception whose ``__init__`` takes other arguments than
+    its ``args``) is never delivered, and the pool waits for it forever."""
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:
+        return RuntimeError(f"{type(error).__name__}: {error}")
+    return error
 
 
 def sweep(
@@ -133,7 +148,8 @@ def sweep(
         collect(summarise(job) for job in work)
     else:
         # fork keeps the scenarios a parent registered (tests register their own); each worker
-        # then runs its own trio.run per seed.
+        # then runs its own trio.run per seed. Leaving the block terminates the workers, so a
+        # world that raised stops the sweep at once.
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
             collect(pool.imap(summarise, work, chunksize=max(1, len(work) // (jobs * 8))))
     results.sort(key=lambda s: s.seed)

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import itertools
+import pickle
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from driver import Conflict
 from sims import (
     MUTANTS,
     ScenarioRef,
+    WorldError,
     check_worlds,
     find_scenario,
     parse_seeds,
@@ -17,6 +23,7 @@ from sims import (
     simulate,
     sweep,
 )
+from sims._sweep import _sendable
 
 
 def test_two_hundred_random_worlds_violate_nothing() -> None:
@@ -119,3 +126,58 @@ def test_a_sweep_past_its_limit_is_refused_at_once_without_spelling_the_range_ou
     with pytest.raises(ValueError, match=r"^the seeds given: more than 1,000,000 seeds"):
         sweep("late-begin", itertools.count())  # read one past the limit, no further
     assert [s.seed for s in sweep("late-begin", range(3, -1, -1)).seeds] == [0, 1, 2, 3]
+
+
+RAISING_WORLD = """
+from sims import DriveSpec, scenario
+
+
+class Refusal(Exception):
+    # An exception of the user's own whose __init__ takes other arguments than its args: it
+    # cannot be rebuilt from what pickle keeps of it.
+    def __init__(self, code, why):
+        super().__init__(f"{code}: {why}")
+
+
+def broken_check(trace):
+    raise Refusal(7, "the check itself broke")
+
+
+@scenario("raises", checks=(broken_check,))
+async def raises(world):
+    world.add_drive(DriveSpec(name="cron"))
+"""
+
+
+def test_a_world_that_raises_in_a_worker_process_stops_the_sweep_with_its_line(
+    tmp_path: Path,
+) -> None:
+    # A worker's error the sweep could not unpickle was never delivered: the pool waited forever.
+    path = tmp_path / "raising.py"
+    path.write_text(RAISING_WORLD)
+    done = subprocess.run(
+        [sys.executable, "-m", "sims", "sweep", f"{path}:raises", "--seeds", "0..3", "--jobs", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    expected = (
+        f"scenario {path}:raises raised at {path}:13 with seed 0: Refusal: 7: the check itself "
+        "broke"
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"error: {expected}"
+    with pytest.raises(WorldError) as caught:
+        sweep(f"{path}:raises", range(4), jobs=2)
+    assert str(caught.value) == expected
+
+
+def test_an_error_a_worker_could_not_send_back_whole_travels_as_its_line() -> None:
+    # The driver's own errors take (reason, message): pickle cannot rebuild them from their args.
+    error = Conflict("job_import_clash", "run 'r1' is already in the scope")
+    sent = pickle.loads(pickle.dumps(_sendable(error)))
+    assert type(sent) is RuntimeError
+    assert str(sent) == "Conflict: run 'r1' is already in the scope"
+    plain = ValueError("seed -1 is negative")
+    assert _sendable(plain) is plain
