@@ -350,7 +350,7 @@ def _run(arguments: argparse.Namespace) -> int:
     timeline_path = _output(arguments.timeline, "--timeline")
     progress = _RunProgress(sys.stderr) if sys.stderr.isatty() else None
     simulation = simulate(
-        scenario.ref,
+        arguments.scenario,  # as typed, which the trace records (see ScenarioRef.recorded)
         seed,
         plan=plan,
         mutant=mutant,
@@ -552,14 +552,25 @@ def _replay(arguments: argparse.Namespace) -> int:
             raise
         # A user's world file is recorded as it was named on the command line: a relative path
         # is relative to the folder the trace was written from.
+        file = str(begin["scenario"]).rpartition(":")[0]
+        if os.path.isabs(file):
+            raise UsageError(
+                f"{error}; {path} names its world file by the absolute path it was given when the "
+                "trace was written: replay where that file is"
+            ) from None
         raise UsageError(
             f"{error}; {path} names its world file as it was given when the trace was written "
             "(relative to that folder): replay from there"
         ) from None
-    simulation = simulate(scenario.ref, int(begin["seed"]), plan=plan, mutant=begin.get("mutant"))
+    # Named as the trace names it, so that the new trace's world.begin spells it the same.
+    simulation = simulate(
+        str(begin["scenario"]), int(begin["seed"]), plan=plan, mutant=begin.get("mutant")
+    )
     _tell(simulation, scenario, story_limit=200)
-    replayed = list(simulation.outcome.trace.lines())
-    original = list(recorded.lines())
+    # The file's own bytes, not its events written out again: a trace whose line ends, spacing
+    # or last newline were changed holds the same events in different bytes.
+    replayed = simulation.outcome.trace.to_bytes()
+    original = path.read_bytes()
     same = replayed == original
     print(f"\nreplay: the new trace is {'byte-identical to' if same else 'DIFFERENT from'} {path}")
     if not same:
@@ -574,22 +585,35 @@ def _replay(arguments: argparse.Namespace) -> int:
     return 0 if same and simulation.ok else 1
 
 
-def _first_difference(recorded: list[str], replayed: list[str]) -> list[str]:
-    for number, (old, new) in enumerate(zip(recorded, replayed, strict=False), start=1):
+def _first_difference(recorded: bytes, replayed: bytes) -> list[str]:
+    """Where two traces' bytes part, as a line number and both lines (their reprs when the two
+    would print alike: a carriage return, a trailing space)."""
+    old_lines = recorded.split(b"\n")
+    new_lines = replayed.split(b"\n")
+    for number, (old, new) in enumerate(zip(old_lines, new_lines, strict=False), start=1):
         if old != new:
+            old_text, new_text = _shown(old), _shown(new)
+            if old_text == new_text or old_text.strip() == new_text.strip():
+                old_text, new_text = repr(old_text), repr(new_text)
             return [
                 f"first difference at line {number}",
-                f"  recorded: {old}",
-                f"  replayed: {new}",
+                f"  recorded: {old_text}",
+                f"  replayed: {new_text}",
             ]
-    number = min(len(recorded), len(replayed)) + 1
+    if recorded + b"\n" == replayed:
+        return ["the recorded trace lacks the newline that ends its last line"]
+    number = min(len(old_lines), len(new_lines)) + 1
     longer, which = (
-        (recorded, "recorded") if len(recorded) > len(replayed) else (replayed, "replayed")
+        (old_lines, "recorded") if len(old_lines) > len(new_lines) else (new_lines, "replayed")
     )
     return [
         f"first difference at line {number}: only the {which} trace goes on",
-        f"  {which}: {longer[number - 1]}",
+        f"  {which}: {_shown(longer[number - 1])}",
     ]
+
+
+def _shown(line: bytes) -> str:
+    return line.decode("utf-8", errors="replace")
 
 
 # -- explore --------------------------------------------------------------------------------------

@@ -163,6 +163,17 @@ class ScenarioRef:
 
     name: str
     path: str | None = None
+    #: ``FILE.py:NAME`` exactly as it was typed, when it was (see :attr:`recorded`).
+    spelled: str | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def recorded(self) -> str:
+        """The reference as a trace records it: as it was typed, else with the file's absolute
+        path. Never relative to the working folder, which would make the same world's trace
+        differ from one folder to another."""
+        if self.path is None:
+            return self.name
+        return self.spelled if self.spelled is not None else f"{self.path}:{self.name}"
 
     @classmethod
     def parse(cls, text: str) -> ScenarioRef:
@@ -179,7 +190,7 @@ class ScenarioRef:
             return cls(name=text)
         if not file.endswith(".py") or not name:
             raise ValueError(f"scenario {text!r} must be NAME or FILE.py:NAME")
-        return cls(name=name, path=os.path.abspath(file))
+        return cls(name=name, path=os.path.abspath(file), spelled=text)
 
     def __str__(self) -> str:
         """The reference as a person types it: the path relative to the working folder when the

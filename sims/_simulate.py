@@ -76,7 +76,7 @@ def simulate(
     shown = str(ref)
     mutant_name = _mutant_name(database)
     meta = {
-        "scenario": shown,
+        "scenario": ref.recorded,
         "plan_overridden": plan is not None,
         "mutant": mutant_name,
     }

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -204,6 +205,54 @@ def test_a_users_scenario_runs_writes_its_trace_and_replays_byte_for_byte(
         f"error: no file {EXAMPLE}; {trace} names its world file as it was given when the trace "
         "was written (relative to that folder): replay from there\n"
     )
+
+
+def test_a_users_trace_is_the_same_bytes_from_any_folder_and_replays_from_any_folder(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The world file named by one absolute path: what the trace records must not depend on the
+    # folder the run was made from, and a replay from elsewhere is the same world.
+    world = f"{Path(EXAMPLE).resolve()}:nightly-invoice"
+    here, there = tmp_path / "here.jsonl", tmp_path / "there.jsonl"
+    assert main(["run", world, "--seed", "3", "--trace", str(here)]) == 0
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["run", world, "--seed", "3", "--trace", str(there)]) == 0
+    assert here.read_bytes() == there.read_bytes()
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)
+    assert main(["replay", str(here)]) == 0
+    assert f"replay: the new trace is byte-identical to {here}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("edit", "told"),
+    [
+        (
+            lambda data: data.replace(b"\n", b"\r\n"),
+            'replay: first difference at line 1\nreplay:   recorded: \'{"ev":"world.begin"',
+        ),
+        (
+            lambda data: data[:-1],
+            "replay: the recorded trace lacks the newline that ends its last line\n",
+        ),
+        (
+            lambda data: data.replace(b'{"ev":"world.begin",', b'{"ev": "world.begin", ', 1),
+            'replay: first difference at line 1\nreplay:   recorded: {"ev": "world.begin", ',
+        ),
+    ],
+)
+def test_a_trace_holding_the_same_events_in_other_bytes_is_not_called_byte_identical(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, edit: Any, told: str
+) -> None:
+    trace = tmp_path / "t.jsonl"
+    assert main(["run", "late-begin", "--seed", "3", "--trace", str(trace)]) == 0
+    trace.write_bytes(edit(trace.read_bytes()))
+    capsys.readouterr()
+    assert main(["replay", str(trace)]) == 1
+    out = capsys.readouterr().out
+    assert f"replay: the new trace is DIFFERENT from {trace}\n" in out
+    assert told in out
 
 
 def test_the_printed_replay_of_a_mutant_with_a_plan_reproduces_the_same_world(
