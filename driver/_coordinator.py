@@ -18,6 +18,7 @@ from ._drive import run_due_job_runs
 from ._errors import Conflict, ValidationFailed
 from ._ids import UlidMint
 from ._operator import job_run_of
+from ._options import check_drive_options
 from ._policy import assert_lease_ms, resolve_retry_policy
 from ._port import JobRunStore, Observer, SystemScope
 from ._start import name_errors, start_job_run
@@ -67,6 +68,9 @@ class JobHost(Protocol):
 
     def monotonic_ms(self) -> float: ...
 
+    def check_link(self, link: Any) -> None:
+        """Refuse (raise) a ``link`` this host cannot reach scopes through; None is its own."""
+
 
 class _DoorMarks:
     """The exceptions this drive's door threw, by pass token: what ``deferral`` answers from.
@@ -108,6 +112,11 @@ class JobDriver:
         observer: Observer | None = None,
         log: logging.Logger | None = None,
     ) -> None:
+        # Checked now, not at the first call that would use them (see ``_options``).
+        check_drive_options(
+            host, name=name, now=now, monotonic=monotonic, rng=rng, observer=observer, log=log
+        )
+        host.check_link(link)
         self._host = host
         self.name = name
         self._link = link
@@ -204,5 +213,19 @@ class JobDriver:
 
     async def job_runs(self, scope_id: str, filter: JobRunFilter | None = None) -> list[JobRun]:
         """The operator read: newest first, its limit clamped, each row decoded tolerantly."""
-        rows = await self._store(scope_id).list(filter if filter is not None else JobRunFilter())
+        rows = await self._store(scope_id).list(_run_filter(filter))
         return [job_run_of(row) for row in rows]
+
+
+def _run_filter(filter: object) -> JobRunFilter:
+    """``filter`` as the store reads it, refused unless a ``JobRunFilter`` (or None: every run).
+    The store checks the fields; a dict of them would fail there as a bare AttributeError."""
+    if filter is None:
+        return JobRunFilter()
+    if not isinstance(filter, JobRunFilter):
+        raise ValidationFailed.at(
+            "filter",
+            f"is {filter!r}; pass a JobRunFilter (e.g. JobRunFilter(status='done')), or None for "
+            "every run",
+        )
+    return filter

@@ -269,18 +269,37 @@ class JobPassContext:
 
         Awaitable, and nothing happens until it is awaited. A call left un-awaited is remembered:
         the pass then fails naming the step, rather than committing over a body that never ran.
+
+        Its arguments are checked here, when they are passed, not when it is awaited: a refusal
+        (``ValidationFailed``) fails the pass even if the handler catches it.
         """
-        call = _StepCall(self, name, fn, retry)
+        try:
+            policy = self._step_policy(name, fn, retry)
+        except ValidationFailed as refused:
+            self.state.fail_pass(error_text(refused), self._job_policy, fails_run=False)
+            raise
+        call = _StepCall(self, name, fn, policy)
         self.unawaited.append(call)
         return call
 
-    async def _step(self, name: str, fn: Callable[[], Any], retry: RetryPolicy | None) -> Any:
-        self._stop_if_stopped()
+    def _step_policy(self, name: object, fn: object, retry: RetryPolicy | None) -> RetryPolicy:
+        """The policy the step runs under, once its name, body and policy are known good."""
         if not isinstance(name, str) or not name:
             raise ValidationFailed.at("step", f"name is {name!r}; it must be a non-empty str")
         name_problems = text_errors(name, "step")
         if name_problems:
             raise ValidationFailed(name_problems)
+        if not callable(fn):
+            raise ValidationFailed.at(
+                "step",
+                f"{name!r} was given {fn!r} as its body; pass a function of no arguments (a def, "
+                "an async def or a lambda), not its result",
+            )
+        # A retry that is not a RetryPolicy is refused there, by this path.
+        return resolve_retry_policy(self._job_policy, retry, step_path=f"step {name!r} retry")
+
+    async def _step(self, name: str, fn: Callable[[], Any], policy: RetryPolicy) -> Any:
+        self._stop_if_stopped()
         if name in self._used:
             reused = Conflict(
                 JOB_STEP_REUSED,
@@ -290,7 +309,6 @@ class JobPassContext:
             self.state.fail_pass(error_text(reused), self._job_policy, fails_run=False)
             raise reused
         self._used.add(name)
-        policy = resolve_retry_policy(self._job_policy, retry)
         run_id, owner, lease_ms = self._run.id, self._owner, self._lease_ms
         boundary = await self._store.begin_step(run_id, name, owner, lease_ms)
         if not boundary.held:
@@ -353,15 +371,15 @@ class JobPassContext:
 class _StepCall:
     """One ``ctx.step(...)`` call: runs the step when awaited, once."""
 
-    __slots__ = ("_ctx", "_fn", "_retry", "awaited", "name")
+    __slots__ = ("_ctx", "_fn", "_policy", "awaited", "name")
 
     def __init__(
-        self, ctx: JobPassContext, name: str, fn: Callable[[], Any], retry: RetryPolicy | None
+        self, ctx: JobPassContext, name: str, fn: Callable[[], Any], policy: RetryPolicy
     ) -> None:
         self._ctx = ctx
         self.name = name
         self._fn = fn
-        self._retry = retry
+        self._policy = policy
         self.awaited = False
 
     def __await__(self) -> Generator[Any, None, Any]:
@@ -369,7 +387,7 @@ class _StepCall:
             raise RuntimeError(f"step {self.name!r} was already awaited; call ctx.step again")
         self.awaited = True
         self._ctx.unawaited.remove(self)
-        return self._ctx._step(self.name, self._fn, self._retry).__await__()
+        return self._ctx._step(self.name, self._fn, self._policy).__await__()
 
 
 class _Settler:
@@ -544,4 +562,4 @@ async def _settle(
             return await settle.fail(str(ValidationFailed(errors)))
         cursor = dumps(result.cursor)
     # The counters always serialize: ``count`` refuses a total the store could not hold.
-    return await settle.commit(cursor, ctx.committed_counters(), done=bool(result.done))
+    return await settle.commit(cursor, ctx.committed_counters(), done=result.done)

@@ -81,15 +81,29 @@ def _policy_errors(policy: RetryPolicy, path: str) -> list[FieldError]:
     return errors
 
 
+def _not_a_policy(value: object, path: str, default: str) -> list[FieldError]:
+    # Checked before any field is read: a str or a dict would otherwise fail as a bare
+    # AttributeError on ``max_attempts``, naming neither the argument nor the remedy.
+    if isinstance(value, RetryPolicy):
+        return []
+    return [FieldError(path, f"is {value!r}; pass a RetryPolicy (or leave it out for {default})")]
+
+
 def resolve_retry_policy(
-    job: RetryPolicy | None, step: RetryPolicy | None = None, *, path: str = "retry"
+    job: RetryPolicy | None,
+    step: RetryPolicy | None = None,
+    *,
+    path: str = "retry",
+    step_path: str | None = None,
 ) -> RetryPolicy:
     """The policy a step runs under: the job's (defaults filled in), which a step may narrow and
-    never widen — each number is the smaller of the two."""
+    never widen — each number is the smaller of the two. ``step_path`` names the step's policy in
+    an error (``f"{path}(step)"`` unless given)."""
     base = job if job is not None else RetryPolicy()
-    errors = _policy_errors(base, path)
+    errors = _not_a_policy(base, path, "the defaults") or _policy_errors(base, path)
     if step is not None:
-        errors += _policy_errors(step, f"{path}(step)")
+        where = step_path if step_path is not None else f"{path}(step)"
+        errors += _not_a_policy(step, where, "the job's") or _policy_errors(step, where)
     if errors:
         raise ValidationFailed(errors)
     if step is None:

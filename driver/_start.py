@@ -23,6 +23,18 @@ def name_errors(value: object, path: str) -> list[FieldError]:
     return [FieldError(path, f"is {value!r}; it must be a non-empty str")]
 
 
+def start_input(input: object) -> StartJobRunInput:
+    """``input``, refused unless it is a ``StartJobRunInput``: a dict of the same fields would
+    otherwise fail as a bare AttributeError on its first field."""
+    if not isinstance(input, StartJobRunInput):
+        raise ValidationFailed.at(
+            "input",
+            f"is {input!r}; pass a StartJobRunInput(module_id=..., job=..., instance=..., "
+            "payload=..., subject=...)",
+        )
+    return input
+
+
 def _input_errors(input: StartJobRunInput) -> list[FieldError]:
     errors = name_errors(input.module_id, "module_id")
     errors += name_errors(input.job, "job")
@@ -46,10 +58,11 @@ async def start_job_run(
 ) -> JobRunRow:
     """The live run for ``input``'s key, or a new one: the join returns the live run unchanged.
 
-    Raises ``ValidationFailed`` (before any store call) for a bad key or a payload that is not
-    queue-safe, and ``Conflict(JOB_SUBJECT_MISMATCH)`` when the live run declares another subject.
+    Raises ``ValidationFailed`` (before any store call) for an ``input`` that is not a
+    ``StartJobRunInput``, a bad key or a payload that is not queue-safe, and
+    ``Conflict(JOB_SUBJECT_MISMATCH)`` when the live run declares another subject.
     """
-    errors = _input_errors(input)
+    errors = _input_errors(start_input(input))
     if errors:
         raise ValidationFailed(errors)
     at = now()

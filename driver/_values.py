@@ -16,6 +16,7 @@ from ._constants import (
     JOB_RETRY_MAX_ATTEMPTS,
     JOB_RETRY_MAX_DELAY_MS,
 )
+from ._errors import ValidationFailed
 
 JobRunStatus: TypeAlias = Literal["running", "done", "failed"]
 JOB_RUN_STATUSES: tuple[JobRunStatus, ...] = ("running", "done", "failed")
@@ -251,12 +252,25 @@ class _Keep:
 KEEP_CURSOR: Any = _Keep()
 
 
+def _check_done(_: object, __: attrs.Attribute[bool], done: object) -> None:
+    # Refused where the handler builds it: "yes", 1 or a None would otherwise read as truthy or
+    # falsy and end (or not end) the run silently. Raised inside the handler, it is that pass's
+    # error, as any exception a handler raises is.
+    if type(done) is not bool:
+        raise ValidationFailed.at(
+            "done",
+            f"is {done!r}; a JobPassResult's done must be a bool — True ends the run, False (the "
+            "default) lets it go on",
+        )
+
+
 @attrs.frozen(kw_only=True)
 class JobPassResult:
-    """What a handler says at the end of a pass."""
+    """What a handler says at the end of a pass. ``done`` is checked when it is built; the
+    cursor when the pass commits (it must be queue-safe, see ``driver._json``)."""
 
     cursor: Any = KEEP_CURSOR
-    done: bool = False
+    done: bool = attrs.field(default=False, validator=_check_done)
 
 
 JobPassStatus: TypeAlias = Literal[

@@ -20,6 +20,7 @@ from urllib.parse import quote
 import trio
 
 from driver import Observer, ValidationFailed
+from driver._start import name_errors
 
 from ._actor import Message, ScopeActor
 from ._clock import Clock, WallClock
@@ -51,6 +52,16 @@ def check_scope_id(scope_id: object) -> str:
             "not starting with '.'",
         )
     return scope_id
+
+
+def check_module_id(module_id: object) -> str:
+    # The rule a run's module_id is held to at its start: a door held under "" or None would
+    # hold no module's door, and say nothing.
+    errors = name_errors(module_id, "module_id")
+    if errors:
+        raise ValidationFailed(errors)
+    assert isinstance(module_id, str)
+    return module_id
 
 
 class ScopeHost:
@@ -99,12 +110,24 @@ class ScopeHost:
 
     # -- the scopes ---------------------------------------------------------------------------
 
+    def check_link(self, link: object) -> None:
+        """Refuse a ``link`` that is neither a ``Link`` nor None (the host's zero-latency one):
+        a drive asks when it is built, not at its first call."""
+        if link is not None and not isinstance(link, Link):
+            raise ValidationFailed.at(
+                "link",
+                f"is {link!r}; pass a scopehost.Link (e.g. Link(request_ms=3, reply_ms=3)), or "
+                "None for the host's zero-latency link",
+            )
+
     def stub(self, scope_id: str, *, link: Link | None = None) -> ScopeStub:
         """The RPC stub of one scope, over ``link`` (a zero-latency one by default)."""
+        self.check_link(link)
         return ScopeStub(self, check_scope_id(scope_id), link if link is not None else self._direct)
 
     def door(self, scope_id: str, module_id: str, *, link: Link | None = None) -> ScopeDoor:
         """Open a module's system door on a scope; raises ``DoorHeld`` while it is held."""
+        check_module_id(module_id)
         if (scope_id, module_id) in self._held_doors:
             raise DoorHeld(
                 f"the system door of module {module_id!r} on scope {scope_id!r} is held: "
@@ -113,10 +136,12 @@ class ScopeHost:
         return ScopeDoor(self.stub(scope_id, link=link), module_id)
 
     def hold_door(self, scope_id: str, module_id: str) -> None:
-        self._held_doors.add((check_scope_id(scope_id), module_id))
+        """Hold a module's system door on a scope: each ``door`` call raises ``DoorHeld``."""
+        self._held_doors.add((check_scope_id(scope_id), check_module_id(module_id)))
 
     def release_door(self, scope_id: str, module_id: str) -> None:
-        self._held_doors.discard((scope_id, module_id))
+        """Open a held door again (a door not held stays open)."""
+        self._held_doors.discard((check_scope_id(scope_id), check_module_id(module_id)))
 
     def evict(self, scope_id: str) -> bool:
         """Abort the scope's actor as a DO eviction does. False when it had none running."""

@@ -28,6 +28,7 @@ host's own, and its reply goes nowhere. A stale owner's write can so arrive duri
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -110,7 +111,7 @@ class Link:
         rng: random.Random | None = None,
     ) -> None:
         self.name = name
-        self.request_ms = request_ms
+        self.request_ms = request_ms  # checked by the property's setter, as is reply_ms
         self.reply_ms = reply_ms
         # A fixed seed rather than the global source: a delay drawn here must replay.
         self.rng = rng if rng is not None else random.Random(0)
@@ -122,6 +123,28 @@ class Link:
 
     def __repr__(self) -> str:
         return f"Link(name={self.name!r})"
+
+    # A leg's delay is checked whenever it is set, at construction or later: a bad one would
+    # otherwise surface only at the first call (a str as "'str' object is not callable"), and an
+    # infinite one would hold every call forever.
+
+    @property
+    def request_ms(self) -> LegDelay:
+        """The request leg's delay (see ``LegDelay``)."""
+        return self._request_ms
+
+    @request_ms.setter
+    def request_ms(self, leg: LegDelay) -> None:
+        self._request_ms = check_leg_delay(leg, "request_ms")
+
+    @property
+    def reply_ms(self) -> LegDelay:
+        """The reply leg's delay (see ``LegDelay``)."""
+        return self._reply_ms
+
+    @reply_ms.setter
+    def reply_ms(self, leg: LegDelay) -> None:
+        self._reply_ms = check_leg_delay(leg, "reply_ms")
 
     def add_request_hook(self, hook: RequestHook, *, wants: RequestWants | None = None) -> None:
         """Run ``hook`` after each request's delay, before it executes; "drop" drops it.
@@ -151,17 +174,18 @@ class Link:
 
     def delay_ms(self, leg: LegDelay, call: LinkCall) -> float:
         if isinstance(leg, int | float):
-            delay = float(leg)
+            delay = leg
         elif isinstance(leg, Mapping):
-            delay = float(leg.get(call.operation, leg.get("*", 0.0)))
+            # Checked when set; looked at again here, as the mapping may have changed since.
+            delay = leg.get(call.operation, leg.get("*", 0.0))
         else:
-            delay = float(leg(call, self.rng))
-        if not delay >= 0:
+            delay = leg(call, self.rng)
+        if not _is_delay(delay):
             raise ValueError(
                 f"link {self.name!r} drew a delay of {delay!r} ms for {call.operation!r}; "
-                "a leg's delay must be a number >= 0"
+                "a leg's delay must be a finite number >= 0"
             )
-        return delay
+        return float(delay)
 
     async def call(
         self, host: ScopeHost, scope_id: str, operation: str, args: tuple[Any, ...]
@@ -233,12 +257,41 @@ class Link:
         host.submit(call.scope_id, call.operation, call.args, ran)
 
     def _late_ms(self, ms: float, call: LinkCall) -> float:
-        if not ms >= 0:
+        if not _is_delay(ms):
             raise ValueError(
                 f"link {self.name!r} was told to deliver {call.operation!r} #{call.seq} {ms!r} ms "
-                "late; a late delivery's delay must be a number >= 0"
+                "late; a late delivery's delay must be a finite number >= 0"
             )
         return float(ms)
+
+
+def _is_delay(value: object) -> bool:
+    """Whether ``value`` is a delay a leg can wait: a finite number of ms >= 0 (not a bool)."""
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and value >= 0
+        and math.isfinite(value)
+    )
+
+
+def check_leg_delay(leg: LegDelay, name: str) -> LegDelay:
+    """``leg``, refused unless it is a delay (a finite number >= 0), a mapping of operation names
+    to delays, or a function drawing one per call (whose draws ``Link.delay_ms`` checks)."""
+    if isinstance(leg, Mapping):
+        for operation, value in leg.items():
+            if not isinstance(operation, str) or not _is_delay(value):
+                raise ValueError(
+                    f"{name}[{operation!r}]={value!r}; a mapping's keys are operation names "
+                    "('*' for the rest) and its values finite numbers of ms >= 0"
+                )
+        return leg
+    if _is_delay(leg) or callable(leg):
+        return leg
+    raise ValueError(
+        f"{name}={leg!r}; pass a leg's delay as a finite number of ms >= 0, a mapping of operation "
+        "names to such numbers ('*' for the rest), or a function of (call, rng) that draws one"
+    )
 
 
 #: What ends a leg for the caller, besides a list (request hooks to run) or a tuple (reply hooks).

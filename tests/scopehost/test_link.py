@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import re
+from typing import Any
 
 import pytest
 import trio
@@ -170,15 +172,101 @@ async def test_delays_drawn_from_the_links_random_source_replay(
     assert await elapsed(7) != await elapsed(8)
 
 
-async def test_a_negative_drawn_delay_is_refused(autojump_clock: trio.testing.MockClock) -> None:
+@pytest.mark.parametrize("drawn", [-1.0, float("inf"), float("nan"), "3", True])
+async def test_a_drawn_delay_that_is_not_a_finite_number_at_least_0_is_refused(
+    autojump_clock: trio.testing.MockClock, drawn: object
+) -> None:
+    # An infinite draw used to be waited for: the call, and the drive making it, hung forever.
     async with open_scope_host(clock=StoreClock()) as host:
-        stub = host.stub("s1", link=Link(name="bad", request_ms=lambda call, rng: -1.0))
+
+        def draw(call: LinkCall, rng: random.Random) -> Any:
+            return drawn
+
+        stub = host.stub("s1", link=Link(name="bad", request_ms=draw))
+        message = (
+            f"link 'bad' drew a delay of {drawn!r} ms for 'list'; "
+            "a leg's delay must be a finite number >= 0"
+        )
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            await stub.list(JobRunFilter())
+
+
+@pytest.mark.parametrize(
+    ("leg", "message"),
+    [
+        (
+            "3",
+            "request_ms='3'; pass a leg's delay as a finite number of ms >= 0, a mapping of "
+            "operation names to such numbers ('*' for the rest), or a function of (call, rng) "
+            "that draws one",
+        ),
+        (
+            float("inf"),
+            "request_ms=inf; pass a leg's delay as a finite number of ms >= 0, a mapping of "
+            "operation names to such numbers ('*' for the rest), or a function of (call, rng) "
+            "that draws one",
+        ),
+        (
+            -1,
+            "request_ms=-1; pass a leg's delay as a finite number of ms >= 0, a mapping of "
+            "operation names to such numbers ('*' for the rest), or a function of (call, rng) "
+            "that draws one",
+        ),
+        (
+            True,
+            "request_ms=True; pass a leg's delay as a finite number of ms >= 0, a mapping of "
+            "operation names to such numbers ('*' for the rest), or a function of (call, rng) "
+            "that draws one",
+        ),
+        (
+            {"claim": 5, "*": float("nan")},
+            "request_ms['*']=nan; a mapping's keys are operation names ('*' for the rest) and "
+            "its values finite numbers of ms >= 0",
+        ),
+        (
+            {"claim": "5"},
+            "request_ms['claim']='5'; a mapping's keys are operation names ('*' for the rest) "
+            "and its values finite numbers of ms >= 0",
+        ),
+        (
+            {1: 5},
+            "request_ms[1]=5; a mapping's keys are operation names ('*' for the rest) and its "
+            "values finite numbers of ms >= 0",
+        ),
+    ],
+)
+def test_a_bad_constant_or_mapping_delay_is_refused_when_the_link_is_built(
+    leg: object, message: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        Link(request_ms=leg)  # type: ignore[arg-type]
+
+
+def test_a_delay_set_later_is_checked_too() -> None:
+    link = Link(request_ms={"claim": 800, "*": 0})
+    with pytest.raises(ValueError, match=r"^reply_ms=inf; pass a leg's delay"):
+        link.reply_ms = float("inf")
+    assert link.reply_ms == 0.0  # the refused value was not kept
+    link.reply_ms = 5
+    assert (link.request_ms, link.reply_ms) == ({"claim": 800, "*": 0}, 5)
+
+
+async def test_a_late_delivery_that_never_arrives_is_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_scope_host(clock=StoreClock()) as host:
+
+        async def never(call: LinkCall) -> RequestVerdict:
+            return DeliverLate(float("inf"))
+
+        link = Link(name="bad")
+        link.add_request_hook(never)
         with pytest.raises(
             ValueError,
-            match=r"^link 'bad' drew a delay of -1.0 ms for 'list'; "
-            r"a leg's delay must be a number >= 0$",
+            match=r"^link 'bad' was told to deliver 'list' #1 inf ms late; a late delivery's "
+            r"delay must be a finite number >= 0$",
         ):
-            await stub.list(JobRunFilter())
+            await host.stub("s1", link=link).list(JobRunFilter())
 
 
 async def test_equal_deadlines_wake_in_the_order_they_were_set(
