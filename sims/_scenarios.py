@@ -137,12 +137,14 @@ def scenario(
     settles: bool = True,
     faults_must_fire: bool = True,
 ) -> Callable[[Drive], Drive]:
-    """Register the decorated world-driving function as scenario ``name``.
+    """Register the decorated world-driving function as scenario ``name`` (one word, once in a
+    file).
 
     ``setup`` is the world's scopes, lease, fault plan and store (a :class:`WorldSetup`, or a
     function of the seed giving one; the default is one scope, ``scope-1``, and no faults).
     ``expect`` lists where a finished world differs from what the scenario documents. ``checks``
-    are the user's own checks over the trace: each returns one line per violation. ``settles``
+    are the user's own checks over the trace: each returns one line per violation. Both return
+    a list (or any iterable) of strings; anything else is refused. ``settles``
     says every fault is bounded, so every run must have ended. The docstring's first paragraph is
     the summary ``python -m sims list`` prints.
 

@@ -64,8 +64,9 @@ def simulate(
 
     ``plan`` replaces the scenario's fault plan (its documented expectation is then not asserted,
     only the invariants and the scenario's own checks). ``mutant`` names a deliberately broken
-    store from ``MUTANTS`` (``database`` swaps in any store factory). ``observe`` sees every event
-    as it happens, kept or not."""
+    store from ``MUTANTS`` (``database`` swaps in any store factory; a world on one of your own
+    has no command line, so its ``replay_command`` is the Python call). ``observe`` sees every
+    event as it happens, kept or not."""
     seed = require_seed(seed)
     ref = scenario if isinstance(scenario, ScenarioRef) else ScenarioRef.parse(scenario)
     found = find_scenario(ref)
