@@ -11,6 +11,7 @@ import attrs
 from driver import JobRun
 
 from ._checks import CheckReport
+from ._mutants import MUTANTS
 from ._run import WorldOutcome
 
 
@@ -65,6 +66,9 @@ class Simulation:
     mutant: str | None = None
     #: The fault plan given in place of the scenario's own; None when the scenario's own ran.
     plan: str | None = None
+    #: A store factory of the caller's own that the world ran on (``simulate(database=...)``, not
+    #: one of ``MUTANTS``), by its Python name: no command line can name it.
+    custom_store: str | None = None
 
     @property
     def facts(self) -> Facts:
@@ -76,7 +80,17 @@ class Simulation:
 
     @property
     def replay_command(self) -> str:
-        """The command that runs this very world again: same scenario, seed, store and plan."""
+        """The command that runs this very world again: same scenario, seed, store and plan.
+
+        A world on a custom store has none (no command line can name the store): for it, the
+        Python call that runs it again, said to be Python and why."""
+        if self.custom_store is not None:
+            plan = f", plan={self.plan}" if self.plan is not None else ""
+            return (
+                f"sims.simulate({self.scenario!r}, {self.seed}{plan}, "
+                f"database={self.custom_store}) in Python: this world ran on a store of your own, "
+                f"{self.custom_store}, which no command line can name"
+            )
         return replay_command(self.scenario, self.seed, mutant=self.mutant, plan=self.plan)
 
 
@@ -84,6 +98,9 @@ def replay_command(
     scenario: str, seed: int, *, mutant: str | None = None, plan: str | None = None
 ) -> str:
     """``python -m sims run ...`` for one world, quoted for a POSIX shell."""
+    if mutant is not None and mutant not in MUTANTS:
+        # --mutant takes only these: a command naming another store would not run.
+        raise ValueError(f"no mutant {mutant!r}; the mutants are: {', '.join(MUTANTS)}")
     words = ["python", "-m", "sims", "run", scenario, "--seed", str(seed)]
     if mutant is not None:
         words += ["--mutant", mutant]

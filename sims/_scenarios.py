@@ -16,9 +16,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import reprlib
 import sys
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
+from types import CodeType, FrameType
 from typing import Any
 
 import attrs
@@ -39,9 +41,57 @@ LEASE_MS = 1_000
 Drive = Callable[[World], Awaitable[None]]
 #: What a scenario promises about a finished world: the ways the outcome differs (empty = as
 #: documented). Not asserted when a plan replaces the scenario's own.
-Expectation = Callable[[Simulation], list[str]]
+Expectation = Callable[[Simulation], Iterable[str]]
 #: A user's own check over a finished world's trace: one line per violation (empty = it held).
 TraceCheck = Callable[[Trace], Iterable[str]]
+
+#: What a check and an expect must return, said in the error when one returns anything else.
+_CONTRACTS = {
+    "check": "a check must return its violations as a list (or any iterable) of strings, one "
+    "per violation, and an empty list when it held",
+    "expect": "an expect must return the ways the world differs from what the scenario "
+    "documents as a list (or any iterable) of strings, and an empty list when it is as "
+    "documented",
+}
+
+
+def returned_lines(kind: str, function: Callable[..., Any], returned: object) -> list[str]:
+    """The lines a check or an expect (``kind``) returned, or a TypeError that names the function,
+    what it returned and what it must return.
+
+    Anything else would make a verdict lie: ``None`` (a forgotten ``return``) is no list to read,
+    and a lone string would be read one character at a time, one finding each."""
+    shown = _shown(returned)
+    if isinstance(returned, str):
+        shown = (
+            f"the string {shown}, which would be read one character at a time, one line each "
+            f"(put it in a list: [{shown}])"
+        )
+    elif isinstance(returned, Iterable) and not isinstance(returned, bytes | bytearray):
+        lines = list(returned)
+        wrong = [(index, line) for index, line in enumerate(lines) if not isinstance(line, str)]
+        if not wrong:
+            return lines
+        index, line = wrong[0]
+        shown = f"{shown}, whose item {index} is {_shown(line)}, not a string"
+    raise TypeError(f"{kind} {_function_place(function)} returned {shown}; {_CONTRACTS[kind]}")
+
+
+def _shown(value: object) -> str:
+    # reprlib: a list of thousands, or a long text, stays one line that can be read.
+    shown = reprlib.repr(value)
+    if value is None or isinstance(value, str | list):
+        return shown
+    return f"{shown} (of type {type(value).__name__})"
+
+
+def _function_place(function: Callable[..., Any]) -> str:
+    """``name (FILE:LINE)``, as far as ``function`` says where it is defined."""
+    name = getattr(function, "__qualname__", None) or repr(function)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return name
+    return f"{name} ({display_path(code.co_filename)}:{code.co_firstlineno})"
 
 
 def _no_expectation(simulation: Simulation) -> list[str]:
@@ -87,18 +137,24 @@ def scenario(
     settles: bool = True,
     faults_must_fire: bool = True,
 ) -> Callable[[Drive], Drive]:
-    """Register the decorated world-driving function as scenario ``name``.
+    """Register the decorated world-driving function as scenario ``name`` (one word, once in a
+    file).
 
     ``setup`` is the world's scopes, lease, fault plan and store (a :class:`WorldSetup`, or a
     function of the seed giving one; the default is one scope, ``scope-1``, and no faults).
     ``expect`` lists where a finished world differs from what the scenario documents. ``checks``
-    are the user's own checks over the trace: each returns one line per violation. ``settles``
+    are the user's own checks over the trace: each returns one line per violation. Both return
+    a list (or any iterable) of strings; anything else is refused. ``settles``
     says every fault is bounded, so every run must have ended. The docstring's first paragraph is
     the summary ``python -m sims list`` prints.
 
     A scenario defined in a user's file is run as ``python -m sims run FILE.py:NAME``."""
-    if not isinstance(name, str) or not name or ":" in name or name != name.strip():
-        raise ValueError(f"scenario name {name!r} must be a non-empty name without ':' or spaces")
+    if not is_scenario_name(name):
+        raise ValueError(
+            f"scenario name {name!r} must be one word: not empty, without spaces, ':' or "
+            "characters that do not print (it is typed as FILE.py:NAME, and list prints it as "
+            "the first word of its line)"
+        )
     make_setup = _setup_of(setup)
     checks = tuple(checks)
 
@@ -108,6 +164,17 @@ def scenario(
         summary = summary.replace("``", "`")
         source = _source_of(drive)
         registry = SCENARIOS if source is None else _FILES.setdefault(source, {})
+        run, place = _defined_at(drive)
+        earlier = _DEFINED.get((source, name))
+        if name in registry and earlier is not None and _same_run(earlier[0], run):
+            # The second would replace the first, checks and all, and a check that fails would
+            # be dropped without a word. The same place run again (the file imported under
+            # another name too, or reloaded) is a new definition and replaces the old one.
+            raise ValueError(
+                f"scenario {name!r} is defined twice in one file, at {earlier[1]} and at "
+                f"{place}; give each scenario its own name"
+            )
+        _DEFINED[(source, name)] = (run, place)
         registry[name] = Scenario(
             name=name,
             summary=summary,
@@ -122,6 +189,46 @@ def scenario(
         return drive
 
     return register
+
+
+def is_scenario_name(name: object) -> bool:
+    """Whether ``name`` can name a scenario: one word, that ``FILE.py:NAME`` can be typed with
+    (:meth:`ScenarioRef.parse` takes what follows the last ':', stripped) and that ``list`` can
+    print as the first word of its line."""
+    return (
+        isinstance(name, str)
+        and name.isprintable()
+        and bool(name)
+        and not any(character.isspace() or character == ":" for character in name)
+    )
+
+
+#: One run of a file's top-level code: its namespace and its code object. A file imported twice
+#: runs in two namespaces; a file reloaded in its old namespace runs freshly compiled code.
+_Run = tuple[dict[str, Any], CodeType]
+
+#: Where each scenario was defined, by (file, name): the run of the file's top-level code that
+#: defined it (None for a scenario defined later, by a function called then), and FILE:LINE.
+_DEFINED: dict[tuple[str | None, str], tuple[_Run | None, str]] = {}
+
+
+def _defined_at(drive: Drive) -> tuple[_Run | None, str]:
+    """Which run of its file's top-level code is defining ``drive``, and where, as FILE:LINE."""
+    namespace = getattr(drive, "__globals__", None)
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals is namespace and frame.f_code.co_name == "<module>":
+            where = f"{display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+            return (frame.f_globals, frame.f_code), where
+        frame = frame.f_back
+    code = getattr(drive, "__code__", None)
+    if code is None:
+        return None, repr(drive)
+    return None, f"{display_path(code.co_filename)}:{code.co_firstlineno}"
+
+
+def _same_run(one: _Run | None, other: _Run | None) -> bool:
+    return one is not None and other is not None and one[0] is other[0] and one[1] is other[1]
 
 
 def _setup_of(

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -17,18 +18,31 @@ from ._mutants import MUTANTS
 from ._outcome import Simulation
 from ._plan_check import unfired_line
 from ._run import run_world
-from ._scenarios import SCENARIOS, Scenario, ScenarioRef, display_path, find_scenario
+from ._scenarios import (
+    SCENARIOS,
+    Scenario,
+    ScenarioRef,
+    display_path,
+    find_scenario,
+    returned_lines,
+)
 from ._seeds import require_seed
 from ._trace import Trace
 
 
 def _mutant_name(database: DatabaseFactory | None) -> str | None:
-    if database is None:
-        return None
+    """``database``'s name in ``MUTANTS``; None for the real store or one of the caller's own."""
     for name, mutant in MUTANTS.items():
         if mutant is database:
             return name
-    return getattr(database, "__qualname__", repr(database))
+    return None
+
+
+def _custom_store_name(database: DatabaseFactory | None) -> str | None:
+    """The Python name of a store factory of the caller's own; None for none or a mutant."""
+    if database is None or _mutant_name(database) is not None:
+        return None
+    return getattr(database, "__qualname__", None) or repr(database)
 
 
 def scenario_names() -> list[str]:
@@ -50,8 +64,9 @@ def simulate(
 
     ``plan`` replaces the scenario's fault plan (its documented expectation is then not asserted,
     only the invariants and the scenario's own checks). ``mutant`` names a deliberately broken
-    store from ``MUTANTS`` (``database`` swaps in any store factory). ``observe`` sees every event
-    as it happens, kept or not."""
+    store from ``MUTANTS`` (``database`` swaps in any store factory; a world on one of your own
+    has no command line, so its ``replay_command`` is the Python call). ``observe`` sees every
+    event as it happens, kept or not."""
     seed = require_seed(seed)
     ref = scenario if isinstance(scenario, ScenarioRef) else ScenarioRef.parse(scenario)
     found = find_scenario(ref)
@@ -75,18 +90,17 @@ def simulate(
         setup = attrs.evolve(setup, listeners=(*setup.listeners, observe))
     shown = str(ref)
     mutant_name = _mutant_name(database)
+    custom_store = _custom_store_name(database)
     meta = {
         "scenario": ref.recorded,
         "plan_overridden": plan is not None,
-        "mutant": mutant_name,
+        # A trace names a custom store too: replaying it is refused by that name, rather than
+        # run on another store and reported as a world that came out differently.
+        "mutant": mutant_name if custom_store is None else custom_store,
     }
-    try:
+    with _users_code(found, seed):
         outcome = run_world(seed, setup, found.drive, settles=found.settles, meta=meta)
         report = with_user_checks(outcome.report, found, outcome.trace)
-    except Exception as error:
-        if found.source is None:
-            raise  # the simulator's own scenario: a bug of ours, and its traceback is wanted
-        raise WorldError(found, seed, error) from error
     simulation = Simulation(
         shown,
         seed,
@@ -94,13 +108,28 @@ def simulate(
         report,
         mutant=mutant_name,
         plan=repr(plan) if plan is not None else None,
+        custom_store=custom_store,
     )
     if plan is None:
-        mismatches = list(found.expect(simulation))
+        # The expect is the user's code too: what it raises, or a return that is not its lines,
+        # is told as the world's error, not as a traceback out of the simulator.
+        with _users_code(found, seed):
+            mismatches = returned_lines("expect", found.expect, found.expect(simulation))
         if found.faults_must_fire and outcome.unfired:
             mismatches.append(unfired_line(outcome.unfired))
         simulation = attrs.evolve(simulation, mismatches=tuple(mismatches))
     return simulation
+
+
+@contextmanager
+def _users_code(scenario: Scenario, seed: int) -> Iterator[None]:
+    """What a user's scenario raises inside, as a :class:`WorldError`."""
+    try:
+        yield
+    except Exception as error:
+        if scenario.source is None:
+            raise  # the simulator's own scenario: a bug of ours, and its traceback is wanted
+        raise WorldError(scenario, seed, error) from error
 
 
 class WorldError(ValueError):
@@ -160,7 +189,7 @@ def with_user_checks(report: CheckReport, scenario: Scenario, trace: Trace) -> C
     found: list[Finding] = []
     for check in scenario.checks:
         name = getattr(check, "__name__", "user-check").replace("_", "-")
-        for text in check(trace):
-            found.append(Finding(name, "violation", None, end, str(text)))
+        for text in returned_lines("check", check, check(trace)):
+            found.append(Finding(name, "violation", None, end, text))
     # evolve, not a new report: the probes (and anything else the checks found) are kept.
     return attrs.evolve(report, findings=(*report.findings, *found))
