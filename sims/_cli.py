@@ -562,10 +562,17 @@ def _replay(arguments: argparse.Namespace) -> int:
             f"{error}; {path} names its world file as it was given when the trace was written "
             "(relative to that folder): replay from there"
         ) from None
+    mutant = begin.get("mutant")
+    if mutant is not None and mutant not in MUTANTS:
+        with_plan = f", plan={begin['plan']}" if overridden else ""
+        call = f"sims.simulate({str(begin['scenario'])!r}, {int(begin['seed'])}{with_plan}"
+        raise UsageError(
+            f"{path} is a world that ran on a store of its caller's own, {mutant}, which no "
+            f"command line can name; replay it in Python, {call}, database={mutant}), and "
+            "compare its trace's bytes with the file's"
+        )
     # Named as the trace names it, so that the new trace's world.begin spells it the same.
-    simulation = simulate(
-        str(begin["scenario"]), int(begin["seed"]), plan=plan, mutant=begin.get("mutant")
-    )
+    simulation = simulate(str(begin["scenario"]), int(begin["seed"]), plan=plan, mutant=mutant)
     _tell(simulation, scenario, story_limit=200)
     # The file's own bytes, not its events written out again: a trace whose line ends, spacing
     # or last newline were changed holds the same events in different bytes.

@@ -264,3 +264,16 @@ def test_a_world_on_a_store_of_your_own_prints_no_command_that_cannot_replay_it(
 def test_a_replay_command_for_a_store_no_command_line_names_is_refused() -> None:
     with pytest.raises(ValueError, match=r"^no mutant 'MyStore'; the mutants are: "):
         replay_command("late-claim", 1, mutant="MyStore")
+
+
+def test_replaying_the_trace_of_a_world_on_a_store_of_ones_own_says_how_to_in_python(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "mine.jsonl"
+    simulate("late-claim", 1, database=MyStore).outcome.trace.write(trace)
+    assert main(["replay", str(trace)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {trace} is a world that ran on a store of its caller's own, MyStore, which no "
+        "command line can name; replay it in Python, sims.simulate('late-claim', 1, "
+        "database=MyStore), and compare its trace's bytes with the file's\n"
+    )
