@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import random
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import attrs
 
@@ -143,11 +143,27 @@ OPERATIONS = (
 )
 
 
+def _only_faults(plan: FaultPlan, attribute: attrs.Attribute[Any], faults: Any) -> None:
+    # Refused as it is built, by the API as by --plan: anything else in a plan would ride through
+    # a world as a fault that can never strike, reported "never fired" as if it were one.
+    kinds = ", ".join(kind.__name__ for kind in FAULT_KINDS)
+    if not isinstance(faults, tuple):
+        raise TypeError(
+            f"FaultPlan(faults={faults!r}) is given a {type(faults).__name__}; pass a tuple of "
+            f"faults ({kinds})"
+        )
+    for fault in faults:
+        if not isinstance(fault, FAULT_KINDS):
+            raise TypeError(
+                f"FaultPlan holds {fault!r}, which is not a fault; a plan holds only {kinds} values"
+            )
+
+
 @attrs.frozen
 class FaultPlan:
     """The faults of one world, in the order they were written."""
 
-    faults: tuple[Fault, ...] = ()
+    faults: tuple[Fault, ...] = attrs.field(default=(), validator=_only_faults)
 
     def of(self, kind: type) -> list[Fault]:
         return [fault for fault in self.faults if isinstance(fault, kind)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -18,6 +19,7 @@ from sims import (
     simulate,
     story_lines,
 )
+from sims._cli import main
 
 
 def _draw(seed: int) -> FaultPlan:
@@ -100,3 +102,26 @@ def test_an_abandoned_request_runs_late_and_the_story_says_so() -> None:
     # Every line about the struck call names it as the plan does, not by the link's sequence.
     assert "the abandoned record_step call 2 reaches scope scope-1 late, and runs there" in story
     assert "gives up on record_step #10" not in story
+
+
+@pytest.mark.parametrize(
+    ("faults", "held"),
+    [((1,), "1"), (("x",), "'x'"), ((FaultPlan(),), "FaultPlan(faults=())")],
+)
+def test_a_plan_holds_only_faults(faults: tuple[object, ...], held: str) -> None:
+    # Anything else would ride through a world as a "fault" that can never strike.
+    with pytest.raises(TypeError, match=rf"^FaultPlan holds {re.escape(held)}, which is not a "):
+        FaultPlan(faults)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"is given a list; pass a tuple of faults"):
+        FaultPlan([DelayLeg(drive="cron", operation="begin", nth=1, leg="reply", ms=5.0)])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", ["FaultPlan(faults=(1,))", "('x',)", "(FaultPlan(),)"])
+def test_the_cli_refuses_a_plan_of_things_that_are_not_faults(
+    text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "late-begin", "--seed", "3", "--plan", text]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"error: plan {text!r} does not build: FaultPlan holds ")
+    assert captured.err.count("\n") == 1
