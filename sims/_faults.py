@@ -262,12 +262,11 @@ def draw_plan(
                     )
                 )
             elif kind is StoreClockFault:
-                faults.append(
-                    StoreClockFault(
-                        skew_ms=rng.choice((-100.0, 0.0, 100.0)),
-                        drift=rng.choice((-0.01, 0.0, 0.01)),
-                    )
-                )
+                skew, drift = rng.choice((-100.0, 0.0, 100.0)), rng.choice((-0.01, 0.0, 0.01))
+                # A clock with neither skew nor drift changes nothing and is no fault. It is left
+                # out rather than drawn again, so the rest of the draw stays what it was.
+                if skew or drift:
+                    faults.append(StoreClockFault(skew_ms=skew, drift=drift))
                 break  # one store clock
             elif kind is UpstreamFailure:
                 what: UpstreamKind = rng.choice(UPSTREAM_KINDS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
 
 from sims import (
     CrashDrive,
@@ -21,6 +22,7 @@ from sims import (
     World,
     WorldSetup,
     draw_plan,
+    fault_plans,
     run_world,
     scenario,
     simulate,
@@ -83,6 +85,26 @@ SCOPES = ("scope-1",)
             "the upstream has no calls of kind 'pages'; its kinds are any, page, object",
         ),
         (StoreClockFault(drift=-1.0), "drift=-1.0; give a number above -1 and below 1"),
+        # Faults that can change nothing: they would be told as fired, or as never fired, while
+        # nothing happened.
+        (
+            DelayLeg(drive="cron", operation="begin", nth=1, leg="reply", ms=0),
+            "ms=0 holds the leg for no time, which changes nothing; give ms > 0",
+        ),
+        (
+            PauseDrive(drive="cron", nth=1, ms=0.0),
+            "ms=0 stops the drive for no time, which changes nothing; give ms > 0",
+        ),
+        (
+            StoreClockFault(skew_ms=0, drift=0),
+            "with skew_ms=0 and drift=0 the store's clock runs true, which changes nothing; give "
+            "a skew, a drift or both",
+        ),
+        (
+            StoreClockFault(),
+            "with skew_ms=0 and drift=0 the store's clock runs true, which changes nothing; give "
+            "a skew, a drift or both",
+        ),
     ],
 )
 def test_a_fault_the_world_cannot_have_is_refused_in_one_line(fault: Fault, problem: str) -> None:
@@ -110,6 +132,26 @@ def test_every_plan_the_swarm_draws_fits_its_world() -> None:
             horizon_ms=30_000,
         )
         check_plan(drawn, drives=DRIVES, scopes=SCOPES)
+
+
+def test_faults_that_still_change_the_world_at_zero_are_let_through() -> None:
+    # A late request of 0 ms is still given up on by its caller; a crash of 0 ms still kills the
+    # drive's work; a clock with only a skew or only a drift still runs off.
+    plan = FaultPlan(
+        (
+            LateRequest(drive="cron", operation="begin", nth=1, ms=0.0),
+            CrashDrive(drive="cron", at_ms=0.0, down_ms=0.0),
+            StoreClockFault(drift=0.01),
+        )
+    )
+    check_plan(plan, drives=DRIVES, scopes=SCOPES)
+    check_plan(FaultPlan((StoreClockFault(skew_ms=-5.0),)), drives=DRIVES, scopes=SCOPES)
+
+
+@settings(max_examples=200, deadline=None)
+@given(plan=fault_plans(drives=DRIVES, scopes=SCOPES))
+def test_every_plan_hypothesis_draws_fits_its_world(plan: FaultPlan) -> None:
+    check_plan(plan, drives=DRIVES, scopes=SCOPES)
 
 
 def test_the_cli_refuses_a_plan_before_anything_runs(capsys: pytest.CaptureFixture[str]) -> None:
