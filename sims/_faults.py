@@ -203,10 +203,17 @@ def draw_plan(
     horizon_ms: float,
     kinds: tuple[type, ...] | None = None,
 ) -> FaultPlan:
-    """A swarm draw: a random subset of kinds, then one to three faults of each."""
-    enabled = (
-        list(kinds) if kinds is not None else [kind for kind in FAULT_KINDS if rng.random() < 0.5]
-    )
+    """A swarm draw: a random subset of ``kinds`` (by default every kind), then one to three
+    faults of each. Narrow ``kinds`` to those the world can fire: pauses and upstream failures
+    strike only the built-in walk, and a world without it would draw faults that never fire."""
+    pool = FAULT_KINDS if kinds is None else tuple(kinds)
+    strangers = [kind for kind in pool if kind not in FAULT_KINDS]
+    if strangers or not pool:
+        raise ValueError(
+            f"kinds={kinds!r}; give one or more of {', '.join(k.__name__ for k in FAULT_KINDS)}"
+        )
+    # Each kind in the pool is on with even odds, so a world sees few kinds at a time.
+    enabled = [kind for kind in pool if rng.random() < 0.5]
     delays = boundary_delays(lease_ms, margin_ms)
     faults: list[Fault] = []
     for kind in enabled:

@@ -134,8 +134,14 @@ def _duration(value: object, name: str) -> str | None:
     return None
 
 
-def unfired_line(unfired: tuple[Fault, ...]) -> str:
-    """``1 fault never fired: DelayLeg(...)`` — what a verdict says about them."""
+def unfired_line(unfired: tuple[Fault, ...], *, given: bool = False) -> str:
+    """``1 fault never fired: DelayLeg(...)`` — what a verdict says about them (``given``: of a
+    plan given in place of the scenario's own, which says what the world was to test)."""
     count = len(unfired)
     faults = "; ".join(repr(fault) for fault in unfired)
+    if given:
+        return (
+            f"{count} fault{'' if count == 1 else 's'} of the given plan never fired, so the "
+            f"world did not test {'it' if count == 1 else 'them'}: {faults}"
+        )
     return f"{count} fault{'' if count == 1 else 's'} never fired: {faults}"

@@ -439,3 +439,14 @@ def test_every_python_block_of_the_simulating_page_runs_as_written(
     assert not any(
         sims.simulate(f"{billing}:nightly-invoice-swarm", seed).mismatches for seed in range(12)
     )
+
+    # The figures the page quotes for the drawn world's sweep are the sweep's own: the probes it
+    # reaches, and the faults that never fired (none of a kind the world cannot fire).
+    page = (ROOT / "docs" / "simulating-your-jobs.md").read_text(encoding="utf-8")
+    report = list(sims.sweep(f"{billing}:nightly-invoice-swarm", range(200), jobs=2).lines())
+    reached = re.search(r"it reaches (\d+) of the (\d+)\s+probes", page)
+    assert reached is not None
+    assert f"  probes hit: {reached[1]} of {reached[2]}" in report
+    [quoted] = re.findall(r"```\n(  faults that never fired: .*?)```", page, re.S)
+    start = report.index(quoted.splitlines()[0])
+    assert report[start : start + len(quoted.splitlines())] == quoted.splitlines()

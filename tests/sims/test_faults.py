@@ -125,3 +125,44 @@ def test_the_cli_refuses_a_plan_of_things_that_are_not_faults(
     assert captured.out == ""
     assert captured.err.startswith(f"error: plan {text!r} does not build: FaultPlan holds ")
     assert captured.err.count("\n") == 1
+
+
+def test_a_draw_narrowed_to_some_kinds_switches_on_subsets_of_those_alone() -> None:
+    # A world without the built-in walk cannot fire pauses or upstream failures: it narrows the
+    # draw, and each seed still switches on its own subset of what is left.
+    kinds = (DelayLeg, LateRequest, CrashDrive)
+
+    def draw(seed: int) -> FaultPlan:
+        return draw_plan(
+            random.Random(seed),
+            drives=("cron",),
+            scopes=("scope-1",),
+            lease_ms=1000,
+            margin_ms=250,
+            horizon_ms=2_000,
+            kinds=kinds,
+        )
+
+    drawn = {frozenset(type(fault) for fault in draw(seed).faults) for seed in range(40)}
+    assert set().union(*drawn) == set(kinds)
+    assert len(drawn) > 4  # subsets, not every kind in every seed
+    with pytest.raises(ValueError, match=r"^kinds=\(\); give one or more of DelayLeg, "):
+        draw_plan(
+            random.Random(1),
+            drives=("cron",),
+            scopes=("scope-1",),
+            lease_ms=1000,
+            margin_ms=250,
+            horizon_ms=2_000,
+            kinds=(),
+        )
+    with pytest.raises(ValueError, match=r"^kinds=\(<class 'str'>,\); give one or more of "):
+        draw_plan(
+            random.Random(1),
+            drives=("cron",),
+            scopes=("scope-1",),
+            lease_ms=1000,
+            margin_ms=250,
+            horizon_ms=2_000,
+            kinds=(str,),
+        )

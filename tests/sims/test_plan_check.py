@@ -195,21 +195,46 @@ def test_faults_that_never_fired_are_named_and_the_rest_are_not() -> None:
     plan = FaultPlan((fires, *misses, UpstreamFailure(first=1, what="page")))
     sim = simulate("late-begin", 1, plan=plan)
     assert sim.outcome.unfired == misses
-    assert sim.ok  # a plan given by hand is only reported
+    assert sim.report.ok
+    # A plan given in place of the scenario's own says what the world is to test: a fault of it
+    # that never fired fails the world, as one of the scenario's own plan does.
+    assert sim.mismatches == (
+        f"7 faults of the given plan never fired, so the world did not test them: "
+        f"{'; '.join(repr(fault) for fault in misses)}",
+    )
+    assert not sim.ok
     told = [e for e in sim.outcome.trace.events if e["ev"] == "world.unfired"]
     assert told[0]["faults"] == [repr(fault) for fault in misses]
 
 
-def test_the_cli_reports_an_unfired_fault_with_the_verdict(
+def test_the_cli_fails_a_world_whose_given_fault_never_fired(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     plan = "FaultPlan((DelayLeg(drive='cron', operation='begin', nth=9, leg='reply', ms=5.0),))"
-    assert main(["run", "late-begin", "--plan", plan]) == 0
-    verdict = capsys.readouterr().out.split("\nverdict:\n")[1]
-    assert verdict.splitlines()[0] == (
-        "  1 fault never fired: "
-        "DelayLeg(drive='cron', operation='begin', nth=9, leg='reply', ms=5.0)"
-    )
+    assert main(["run", "late-begin", "--plan", plan]) == 1
+    verdict = capsys.readouterr().out.split("\nverdict:\n")[1].splitlines()
+    assert verdict[:3] == [
+        "  NOT AS DOCUMENTED: 1 fault of the given plan never fired, so the world did not test "
+        "it: DelayLeg(drive='cron', operation='begin', nth=9, leg='reply', ms=5.0)",
+        "  the scenario's own plan was replaced by --plan, so what it documents was not "
+        "asserted; only the checks were, and that its faults fired",
+        "  0 violations, 1 mismatch with what the scenario documents",
+    ]
+
+
+def test_a_drawn_world_only_reports_a_given_fault_that_never_fired(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # random declares faults_must_fire=False: its worlds differ by seed, so a fault may miss.
+    plan = "FaultPlan((DelayLeg(drive='cron', operation='begin', nth=99, leg='reply', ms=5.0),))"
+    assert main(["run", "random", "--plan", plan]) == 0
+    verdict = capsys.readouterr().out.split("\nverdict:\n")[1].splitlines()
+    assert verdict[:2] == [
+        "  1 fault of the given plan never fired, so the world did not test it: "
+        "DelayLeg(drive='cron', operation='begin', nth=99, leg='reply', ms=5.0)",
+        "  the scenario's own plan was replaced by --plan, so what it documents was not "
+        "asserted; only the checks were",
+    ]
 
 
 UNFIRED = DelayLeg(drive="cron", operation="begin", nth=30, leg="reply", ms=1_250.0)
