@@ -20,6 +20,7 @@ from sims import (
     story_lines,
 )
 from sims._cli import main
+from sims._timeline_reader import build_timeline
 
 
 def _draw(seed: int) -> FaultPlan:
@@ -166,3 +167,39 @@ def test_a_draw_narrowed_to_some_kinds_switches_on_subsets_of_those_alone() -> N
             horizon_ms=2_000,
             kinds=(str,),
         )
+
+
+def test_a_late_request_due_after_the_world_ended_is_told_as_never_arrived() -> None:
+    plan = FaultPlan((LateRequest(drive="cron", operation="commit_pass", nth=1, ms=1e9),))
+    sim = simulate("late-begin", 3, plan=plan)
+    events = sim.outcome.trace.events
+    assert not [e for e in events if e["ev"] == "rpc.late"]  # the world ended first
+    story = "\n".join(story_lines(events))
+    assert (
+        "fault: the caller gives up on commit_pass call 1; the wire was to deliver it "
+        "1000000000 ms later, but the world ended first: it never reached the scope"
+    ) in story
+    assert "delivers it" not in story
+    # The timeline neither claims the delivery nor stretches its axis out to it.
+    timeline = build_timeline(sim.outcome.trace)
+    [mark] = [m for m in timeline.marks if m.kind == "late-request"]
+    assert mark.title == (
+        "late request: cron gave up on commit_pass #1; the wire was to deliver it "
+        "1000000000.0 ms later, but the world ended first: it never reached the scope"
+    )
+    assert mark.t == events[-1]["t"]
+    assert timeline.end < 10_000
+
+
+def test_the_story_writes_its_milliseconds_in_plain_digits() -> None:
+    base = {"t": 0.0, "drive": "cron", "op": "begin", "seq": 1, "nth": 1}
+    events = [
+        {**base, "ev": "fault.delay", "leg": "reply", "ms": 2_500_000.0},
+        {**base, "ev": "fault.pause", "where": "before-step", "ms": 3_600_000.0},
+        {**base, "ev": "fault.crash", "down_ms": 7_200_000.0, "working": True},
+    ]
+    story = "\n".join(story_lines(events))
+    assert "is held 2500000 ms" in story
+    assert "stops for 3600000 ms" in story
+    assert "back in 7200000 ms" in story
+    assert "e+" not in story
