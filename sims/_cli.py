@@ -348,6 +348,7 @@ def _run(arguments: argparse.Namespace) -> int:
         raise UsageError(f"--story-lines {arguments.story_lines} must be 0 or more")
     trace_path = _output(arguments.trace, "--trace")
     timeline_path = _output(arguments.timeline, "--timeline")
+    _traced(scenario, seed, ("--trace", trace_path), ("--timeline", timeline_path))
     progress = _RunProgress(sys.stderr) if sys.stderr.isatty() else None
     simulation = simulate(
         scenario.ref,
@@ -384,6 +385,24 @@ def _run(arguments: argparse.Namespace) -> int:
     if timeline_path:
         print(f"timeline: {timeline_path}")
     return 0 if simulation.ok else 1
+
+
+def _traced(scenario: Scenario, seed: int, *outputs: tuple[str, Path | None]) -> None:
+    """Refuse an output drawn from the trace when the world keeps none: it would be an empty file
+    (a trace replay cannot read, a page with nothing on it) written as if it were the world's."""
+    # As simulate decides: the setup says, and a scenario's own checks read the trace, so keep it.
+    if scenario.checks or scenario.setup(seed).trace:
+        return
+    for option, path in outputs:
+        if path is not None:
+            what = (
+                "an empty file that replay cannot use" if option == "--trace" else "an empty page"
+            )
+            raise UsageError(
+                f"{scenario.ref} keeps no trace (its setup says WorldSetup(trace=False); its "
+                f"checks run live as it goes), so {option} {path} would be {what}; leave out "
+                f"{option}: run prints the verdict and the command that runs this world again"
+            )
 
 
 class _RunProgress:
