@@ -450,3 +450,29 @@ def test_every_python_block_of_the_simulating_page_runs_as_written(
     [quoted] = re.findall(r"```\n(  faults that never fired: .*?)```", page, re.S)
     start = report.index(quoted.splitlines()[0])
     assert report[start : start + len(quoted.splitlines())] == quoted.splitlines()
+
+
+def test_the_trace_format_lists_every_event_a_world_writes() -> None:
+    # Worlds that drop legs, deliver requests late and leave faults unfired, so that every event
+    # kind is written; a fault's and the world's own events are checked field by field too (a
+    # world.note carries any fields its writer gives).
+    page = (ROOT / "docs" / "trace-format.md").read_text(encoding="utf-8")
+    drop = sims.DropLeg(drive="cron", operation="claim", nth=1, leg="request")
+    simulations = [sims.simulate("random", seed) for seed in range(12)]
+    simulations.append(sims.simulate("late-begin", 1, plan=sims.FaultPlan((drop,))))
+    fields: dict[str, set[str]] = {}
+    for simulation in simulations:
+        for event in simulation.outcome.trace.events:
+            fields.setdefault(event["ev"], set()).update(set(event) - {"t", "ev"})
+    assert {"fault.drop", "world.unfired", "fault.late", "rpc.late"} <= set(fields)
+    rows = {
+        name: line
+        for line in page.splitlines()
+        if line.startswith("| `")
+        for name in re.findall(r"`([a-z]+(?:\.[a-z]+)+)`", line.split("|")[1])
+    }
+    assert sorted(set(fields) - set(rows)) == []
+    for name, keys in sorted(fields.items()):
+        if name.startswith(("fault.", "world.")) and name != "world.note":
+            missing = sorted(key for key in keys if f"`{key}`" not in rows[name].split("|")[2])
+            assert missing == [], f"{name} writes {missing}, which trace-format.md does not list"
