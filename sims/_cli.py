@@ -348,6 +348,7 @@ def _run(arguments: argparse.Namespace) -> int:
         raise UsageError(f"--story-lines {arguments.story_lines} must be 0 or more")
     trace_path = _output(arguments.trace, "--trace")
     timeline_path = _output(arguments.timeline, "--timeline")
+    _traced(scenario, seed, ("--trace", trace_path), ("--timeline", timeline_path))
     progress = _RunProgress(sys.stderr) if sys.stderr.isatty() else None
     simulation = simulate(
         arguments.scenario,  # as typed, which the trace records (see ScenarioRef.recorded)
@@ -367,8 +368,9 @@ def _run(arguments: argparse.Namespace) -> int:
             timeline_path,
             title=_title(simulation),
             report=simulation.report,
-            # A replaced plan is not held to what the scenario documents.
-            mismatches=simulation.mismatches if plan is None else None,
+            # A replaced plan is not held to what the scenario documents, only to its faults
+            # firing (when the scenario says they must), which is then its one mismatch.
+            mismatches=simulation.mismatches if plan is None else simulation.mismatches or None,
             replay=simulation.replay_command,
             plan=simulation.outcome.setup.plan,
             plan_replaced=plan is not None,
@@ -383,6 +385,24 @@ def _run(arguments: argparse.Namespace) -> int:
     if timeline_path:
         print(f"timeline: {timeline_path}")
     return 0 if simulation.ok else 1
+
+
+def _traced(scenario: Scenario, seed: int, *outputs: tuple[str, Path | None]) -> None:
+    """Refuse an output drawn from the trace when the world keeps none: it would be an empty file
+    (a trace replay cannot read, a page with nothing on it) written as if it were the world's."""
+    # As simulate decides: the setup says, and a scenario's own checks read the trace, so keep it.
+    if scenario.checks or scenario.setup(seed).trace:
+        return
+    for option, path in outputs:
+        if path is not None:
+            what = (
+                "an empty file that replay cannot use" if option == "--trace" else "an empty page"
+            )
+            raise UsageError(
+                f"{scenario.ref} keeps no trace (its setup says WorldSetup(trace=False); its "
+                f"checks run live as it goes), so {option} {path} would be {what}; leave out "
+                f"{option}: run prints the verdict and the command that runs this world again"
+            )
 
 
 class _RunProgress:
@@ -458,12 +478,14 @@ def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> No
     for mismatch in simulation.mismatches:
         print(f"  NOT AS DOCUMENTED: {mismatch}")
     unfired = simulation.outcome.unfired
-    if unfired and unfired_line(unfired) not in simulation.mismatches:
-        print(f"  {unfired_line(unfired)}")
+    told = unfired_line(unfired, given=simulation.plan is not None)
+    if unfired and told not in simulation.mismatches:
+        print(f"  {told}")
     if simulation.plan is not None:
+        fired = ", and that its faults fired" if scenario.faults_must_fire else ""
         print(
             "  the scenario's own plan was replaced by --plan, so what it documents was not "
-            "asserted; only the checks were"
+            f"asserted; only the checks were{fired}"
         )
     if simulation.ok:
         held = "no invariant violated"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import random
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import attrs
 
@@ -143,11 +143,27 @@ OPERATIONS = (
 )
 
 
+def _only_faults(plan: FaultPlan, attribute: attrs.Attribute[Any], faults: Any) -> None:
+    # Refused as it is built, by the API as by --plan: anything else in a plan would ride through
+    # a world as a fault that can never strike, reported "never fired" as if it were one.
+    kinds = ", ".join(kind.__name__ for kind in FAULT_KINDS)
+    if not isinstance(faults, tuple):
+        raise TypeError(
+            f"FaultPlan(faults={faults!r}) is given a {type(faults).__name__}; pass a tuple of "
+            f"faults ({kinds})"
+        )
+    for fault in faults:
+        if not isinstance(fault, FAULT_KINDS):
+            raise TypeError(
+                f"FaultPlan holds {fault!r}, which is not a fault; a plan holds only {kinds} values"
+            )
+
+
 @attrs.frozen
 class FaultPlan:
     """The faults of one world, in the order they were written."""
 
-    faults: tuple[Fault, ...] = ()
+    faults: tuple[Fault, ...] = attrs.field(default=(), validator=_only_faults)
 
     def of(self, kind: type) -> list[Fault]:
         return [fault for fault in self.faults if isinstance(fault, kind)]
@@ -187,10 +203,17 @@ def draw_plan(
     horizon_ms: float,
     kinds: tuple[type, ...] | None = None,
 ) -> FaultPlan:
-    """A swarm draw: a random subset of kinds, then one to three faults of each."""
-    enabled = (
-        list(kinds) if kinds is not None else [kind for kind in FAULT_KINDS if rng.random() < 0.5]
-    )
+    """A swarm draw: a random subset of ``kinds`` (by default every kind), then one to three
+    faults of each. Narrow ``kinds`` to those the world can fire: pauses and upstream failures
+    strike only the built-in walk, and a world without it would draw faults that never fire."""
+    pool = FAULT_KINDS if kinds is None else tuple(kinds)
+    strangers = [kind for kind in pool if kind not in FAULT_KINDS]
+    if strangers or not pool:
+        raise ValueError(
+            f"kinds={kinds!r}; give one or more of {', '.join(k.__name__ for k in FAULT_KINDS)}"
+        )
+    # Each kind in the pool is on with even odds, so a world sees few kinds at a time.
+    enabled = [kind for kind in pool if rng.random() < 0.5]
     delays = boundary_delays(lease_ms, margin_ms)
     faults: list[Fault] = []
     for kind in enabled:
@@ -246,12 +269,11 @@ def draw_plan(
                     )
                 )
             elif kind is StoreClockFault:
-                faults.append(
-                    StoreClockFault(
-                        skew_ms=rng.choice((-100.0, 0.0, 100.0)),
-                        drift=rng.choice((-0.01, 0.0, 0.01)),
-                    )
-                )
+                skew, drift = rng.choice((-100.0, 0.0, 100.0)), rng.choice((-0.01, 0.0, 0.01))
+                # A clock with neither skew nor drift changes nothing and is no fault. It is left
+                # out rather than drawn again, so the rest of the draw stays what it was.
+                if skew or drift:
+                    faults.append(StoreClockFault(skew_ms=skew, drift=drift))
                 break  # one store clock
             elif kind is UpstreamFailure:
                 what: UpstreamKind = rng.choice(UPSTREAM_KINDS)

@@ -80,6 +80,13 @@ def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> 
         problem = _duration(fault.ms, "ms")
         if problem is not None:
             return problem
+    # A fault that can change nothing would be reported as fired (a pause, a clock) or as never
+    # fired (a held leg, which the wire only marks when it holds it) while nothing happened.
+    # A late request of 0 ms still changes the world: its caller gives up on it at once.
+    if isinstance(fault, DelayLeg) and fault.ms == 0:
+        return "ms=0 holds the leg for no time, which changes nothing; give ms > 0"
+    if isinstance(fault, PauseDrive) and fault.ms == 0:
+        return "ms=0 stops the drive for no time, which changes nothing; give ms > 0"
     if isinstance(fault, PauseDrive) and fault.where not in PAUSE_POINTS:
         return (
             f"a walk has no pause point {fault.where!r}; its points are {', '.join(PAUSE_POINTS)}"
@@ -95,6 +102,11 @@ def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> 
             return f"skew_ms={fault.skew_ms!r}; give a finite number of ms"
         if not _number(fault.drift) or not -1 < fault.drift < 1:
             return f"drift={fault.drift!r}; give a number above -1 and below 1"
+        if fault.skew_ms == 0 and fault.drift == 0:
+            return (
+                "with skew_ms=0 and drift=0 the store's clock runs true, which changes nothing; "
+                "give a skew, a drift or both"
+            )
     if isinstance(fault, UpstreamFailure):
         if fault.what not in UPSTREAM_KINDS:
             return (
@@ -122,8 +134,14 @@ def _duration(value: object, name: str) -> str | None:
     return None
 
 
-def unfired_line(unfired: tuple[Fault, ...]) -> str:
-    """``1 fault never fired: DelayLeg(...)`` — what a verdict says about them."""
+def unfired_line(unfired: tuple[Fault, ...], *, given: bool = False) -> str:
+    """``1 fault never fired: DelayLeg(...)`` — what a verdict says about them (``given``: of a
+    plan given in place of the scenario's own, which says what the world was to test)."""
     count = len(unfired)
     faults = "; ".join(repr(fault) for fault in unfired)
+    if given:
+        return (
+            f"{count} fault{'' if count == 1 else 's'} of the given plan never fired, so the "
+            f"world did not test {'it' if count == 1 else 'them'}: {faults}"
+        )
     return f"{count} fault{'' if count == 1 else 's'} never fired: {faults}"

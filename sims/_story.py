@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ._checks import short
-from ._numbers import plural
+from ._numbers import ms, plural
 
 Teller = Callable[[dict[str, Any]], str | None]
 
@@ -29,7 +29,7 @@ def _miss(e: dict[str, Any]) -> str:
     tail = " — the run FAILS: its lease is too short here" if e["failed"] else ""
     return (
         f"admission miss {misses} of 10 on run {short(e['run'])}: the claim's answer took "
-        f"{e['waited_ms']:g} ms, too little of the lease left to begin{tail}"
+        f"{ms(e['waited_ms'])} ms, too little of the lease left to begin{tail}"
     )
 
 
@@ -61,6 +61,17 @@ def _drop(e: dict[str, Any]) -> str:
     return f"fault: the {e['leg']} of {_call(e)} was dropped ({what})"
 
 
+def _late(e: dict[str, Any]) -> str:
+    given_up = f"fault: the caller gives up on {_call(e)}; the wire "
+    if e["arrives"]:
+        return f"{given_up}delivers it {ms(e['ms'])} ms later anyway"
+    # Due after the world's end: said so, or the story would tell of a run that never happened.
+    return (
+        f"{given_up}was to deliver it {ms(e['ms'])} ms later, but the world ended first: it "
+        "never reached the scope"
+    )
+
+
 _TELLERS: dict[str, Teller] = {
     "world.start": lambda e: f"starts run {short(e['run'])} on {e['scope']}",
     "world.note": lambda e: str(e["text"]),
@@ -79,12 +90,9 @@ _TELLERS: dict[str, Teller] = {
     "step.end": _step_end,
     "step.lost": lambda e: f"step {e['step']}: the lease is gone — {_pass(e)} stops here",
     "pass.outcome": _outcome,
-    "fault.delay": lambda e: f"fault: the {e['leg']} of {_call(e)} is held {e['ms']:g} ms",
+    "fault.delay": lambda e: f"fault: the {e['leg']} of {_call(e)} is held {ms(e['ms'])} ms",
     "fault.drop": _drop,
-    "fault.late": lambda e: (
-        f"fault: the caller gives up on {_call(e)}; the wire delivers it "
-        f"{e['ms']:g} ms later anyway"
-    ),
+    "fault.late": _late,
     "rpc.abandon": lambda e: f"gives up on {_call(e)} (a transport error): it may still run",
     "rpc.late": lambda e: (
         f"the abandoned {_call(e)} reaches scope {e['scope']} late, and runs there"
@@ -92,8 +100,8 @@ _TELLERS: dict[str, Teller] = {
     "world.unfired": lambda e: (
         f"{plural(len(e['faults']), 'fault')} of the plan never fired: {'; '.join(e['faults'])}"
     ),
-    "fault.pause": lambda e: f"fault: stops for {e['ms']:g} ms ({e['where']} {e['nth']})",
-    "fault.crash": lambda e: f"fault: killed; back in {e['down_ms']:g} ms",
+    "fault.pause": lambda e: f"fault: stops for {ms(e['ms'])} ms ({e['where']} {e['nth']})",
+    "fault.crash": lambda e: f"fault: killed; back in {ms(e['down_ms'])} ms",
     "fault.evict": lambda e: f"fault: scope {e['scope']} evicted",
     "rpc.drop": _drop,
     "rpc.exec": _exec,
@@ -103,6 +111,10 @@ _TELLERS: dict[str, Teller] = {
 def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterator[str]:
     """``t  who  what`` lines; after ``limit`` of them, one line saying how many were left out."""
     told = left = 0
+    events = list(events)
+    # A late request is told when its caller gives up on it; whether the wire delivered it before
+    # the world ended is known only from a later rpc.late, looked up here.
+    arrived = {(e.get("link"), e.get("seq")) for e in events if e["ev"] == "rpc.late"}
     # A drop the plan made is told once, by its fault.drop event, numbered as the plan numbers it.
     planned: set[tuple[Any, Any, Any]] = set()
     # A call a fault struck is named as the plan names it (the drive's nth call of the
@@ -116,6 +128,8 @@ def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterat
             nth = nths.get((event.get("link"), event.get("seq")))
             if nth is not None:
                 event = {**event, "nth": nth}
+        if name == "fault.late":
+            event = {**event, "arrives": (event["drive"], event["seq"]) in arrived}
         if name == "fault.drop":
             planned.add((event["drive"], event["seq"], event["leg"]))
         elif name == "rpc.drop" and (event.get("link"), event["seq"], event["leg"]) in planned:

@@ -38,6 +38,8 @@ class SeedSummary:
     rpcs: int
     #: The coverage probes this seed's world hit, with how often.
     probes: tuple[tuple[str, int], ...] = ()
+    #: The kind of each fault of the seed's plan that never fired, in plan order.
+    unfired: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -50,6 +52,9 @@ class SweepReport:
     mutant: str | None
     seeds: tuple[SeedSummary, ...]
     seconds: float
+    #: The scenario's own declaration: whether a fault of its plan that never fired fails its seed
+    #: (it then does, as it fails a single run), or is only counted.
+    faults_must_fire: bool
 
     @property
     def failing(self) -> tuple[SeedSummary, ...]:
@@ -70,10 +75,30 @@ class SweepReport:
         for check, count in sorted(explained.items()):
             yield f"  explained by the spec: {count} × {check}"
         yield from probe_lines(self.seeds)
+        yield from self._unfired_lines()
         for summary in self.failing:
             yield f"  seed {summary.seed}: {self.replay_command(summary.seed)}"
             for text in (*summary.violations, *summary.mismatches)[:3]:
                 yield f"      {text}"
+
+    def _unfired_lines(self) -> Iterator[str]:
+        """How many faults never fired, in how many seeds, by kind: a fault that never fires
+        tests nothing, and a sweep that said nothing of it would pass for one that tested it."""
+        seeds = [s for s in self.seeds if s.unfired]
+        if not seeds:
+            return
+        faults = Counter(kind for s in seeds for kind in s.unfired)
+        where = Counter(kind for s in seeds for kind in set(s.unfired))
+        if self.faults_must_fire:
+            judged = "each of those seeds is not as documented, as a single run of it is"
+        else:
+            judged = "the scenario declares faults_must_fire=False, so they fail no seed"
+        yield (
+            f"  faults that never fired: {sum(faults.values())} in {len(seeds)} of "
+            f"{plural(len(self.seeds), 'seed')} ({judged})"
+        )
+        for kind, count in sorted(faults.items()):
+            yield f"    {count} × {kind} in {plural(where[kind], 'seed')}"
 
 
 def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
@@ -91,6 +116,7 @@ def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
         explained=tuple(finding.check for finding in report.explained),
         rpcs=simulation.facts.count("rpc.exec"),
         probes=report.probes,
+        unfired=tuple(type(fault).__name__ for fault in simulation.outcome.unfired),
     )
 
 
@@ -128,7 +154,8 @@ def sweep(
         raise ValueError(f"no mutant {mutant!r}; the mutants are: {', '.join(MUTANTS)}")
     # The reference, not the scenario, crosses to the workers: it pickles, and a worker that did
     # not fork from this process loads the user's file from its absolute path.
-    ref = find_scenario(scenario).ref
+    found = find_scenario(scenario)
+    ref = found.ref
     work = [(ref, seed, mutant) for seed in sweep_seeds(seeds)]
     started = time.perf_counter()
     results: list[SeedSummary] = []
@@ -158,6 +185,7 @@ def sweep(
         mutant=mutant,
         seeds=tuple(results),
         seconds=time.perf_counter() - started,
+        faults_must_fire=found.faults_must_fire,
     )
 
 

@@ -54,6 +54,8 @@ class _Builder:
         self.effect_keys: dict[str, int] = {}
         self.lease_ms = _DEFAULT_LEASE_MS
         self.expiries: list[tuple[Lease, float, float]] = []  # (lease, at, store expiry ms)
+        #: Late requests not delivered (yet), by (drive, seq): their marks' places, their events.
+        self.undelivered: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}
         self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "rpc.send": self.on_send,
             "rpc.exec": self.on_exec,
@@ -310,16 +312,16 @@ class _Builder:
         self.model.marks.append(Mark(str(event["drive"]), t + ms, "pause", title, since=t))
 
     def on_late_request(self, event: dict[str, Any]) -> None:
-        # The drive gives up on the request at once; the wire still delivers it ``ms`` later.
+        # The drive gives up on the request at once; the wire still delivers it ``ms`` later,
+        # unless the world ends first (see finish).
         ms = float(event.get("ms") or 0.0)
         t = float(event["t"])
-        title = (
-            f"late request: {event['drive']} gave up on {event['op']} #{event.get('nth')}; "
-            f"the wire delivered it {ms:.1f} ms later anyway"
-        )
+        title = f"{_late_request(event)}; the wire delivered it {ms:.1f} ms later anyway"
+        self.undelivered[(str(event["drive"]), int(event["seq"]))] = (len(self.model.marks), event)
         self.model.marks.append(Mark(str(event["drive"]), t + ms, "late-request", title, since=t))
 
     def on_late_arrival(self, event: dict[str, Any]) -> None:
+        self.undelivered.pop((str(event["link"]), int(event["seq"])), None)
         title = (
             f"an abandoned {event['op']} #{event['seq']} from {event['link']} reached "
             f"{event['scope']} late, and ran there"
@@ -371,6 +373,17 @@ class _Builder:
             for _, expiry in lease.renewals:
                 if lease.ended_at is None:
                     model.end = max(model.end, min(expiry, last + self.lease_ms))
+        # A late request due after the world ended never arrived: its stretch stops at the end,
+        # and says so, rather than claim a delivery and stretch the axis out to it.
+        for index, event in self.undelivered.values():
+            title = (
+                f"{_late_request(event)}; the wire was to deliver it "
+                f"{float(event.get('ms') or 0.0):.1f} ms later, but the world ended first: it "
+                "never reached the scope"
+            )
+            model.marks[index] = Mark(
+                str(event["drive"]), last, "late-request", title, since=float(event["t"])
+            )
         for mark in model.marks:
             model.end = max(model.end, mark.t)
         self.stale_passes()
@@ -389,6 +402,10 @@ class _Builder:
                 and found.invoked_at >= lease.ended_at
             ):
                 found.stale_since = lease.ended_at
+
+
+def _late_request(event: dict[str, Any]) -> str:
+    return f"late request: {event['drive']} gave up on {event['op']} #{event.get('nth')}"
 
 
 def build_timeline(trace: Trace) -> Timeline:

@@ -439,3 +439,40 @@ def test_every_python_block_of_the_simulating_page_runs_as_written(
     assert not any(
         sims.simulate(f"{billing}:nightly-invoice-swarm", seed).mismatches for seed in range(12)
     )
+
+    # The figures the page quotes for the drawn world's sweep are the sweep's own: the probes it
+    # reaches, and the faults that never fired (none of a kind the world cannot fire).
+    page = (ROOT / "docs" / "simulating-your-jobs.md").read_text(encoding="utf-8")
+    report = list(sims.sweep(f"{billing}:nightly-invoice-swarm", range(200), jobs=2).lines())
+    reached = re.search(r"it reaches (\d+) of the (\d+)\s+probes", page)
+    assert reached is not None
+    assert f"  probes hit: {reached[1]} of {reached[2]}" in report
+    [quoted] = re.findall(r"```\n(  faults that never fired: .*?)```", page, re.S)
+    start = report.index(quoted.splitlines()[0])
+    assert report[start : start + len(quoted.splitlines())] == quoted.splitlines()
+
+
+def test_the_trace_format_lists_every_event_a_world_writes() -> None:
+    # Worlds that drop legs, deliver requests late and leave faults unfired, so that every event
+    # kind is written; a fault's and the world's own events are checked field by field too (a
+    # world.note carries any fields its writer gives).
+    page = (ROOT / "docs" / "trace-format.md").read_text(encoding="utf-8")
+    drop = sims.DropLeg(drive="cron", operation="claim", nth=1, leg="request")
+    simulations = [sims.simulate("random", seed) for seed in range(12)]
+    simulations.append(sims.simulate("late-begin", 1, plan=sims.FaultPlan((drop,))))
+    fields: dict[str, set[str]] = {}
+    for simulation in simulations:
+        for event in simulation.outcome.trace.events:
+            fields.setdefault(event["ev"], set()).update(set(event) - {"t", "ev"})
+    assert {"fault.drop", "world.unfired", "fault.late", "rpc.late"} <= set(fields)
+    rows = {
+        name: line
+        for line in page.splitlines()
+        if line.startswith("| `")
+        for name in re.findall(r"`([a-z]+(?:\.[a-z]+)+)`", line.split("|")[1])
+    }
+    assert sorted(set(fields) - set(rows)) == []
+    for name, keys in sorted(fields.items()):
+        if name.startswith(("fault.", "world.")) and name != "world.note":
+            missing = sorted(key for key in keys if f"`{key}`" not in rows[name].split("|")[2])
+            assert missing == [], f"{name} writes {missing}, which trace-format.md does not list"

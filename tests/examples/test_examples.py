@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 import sims
-from sims import WorldFailed, check_worlds, explore_plans, find_scenario, load_file, simulate
+from sims import (
+    DelayLeg,
+    FaultPlan,
+    WorldFailed,
+    check_worlds,
+    explore_plans,
+    find_scenario,
+    load_file,
+    simulate,
+)
 from sims._cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,7 +95,48 @@ def test_check_worlds_fails_with_the_story_and_the_replay_command() -> None:
     assert message.splitlines()[-1] == f"replay with: {found.command()}"
 
 
+NEVER = FaultPlan((DelayLeg(drive="cron", operation="begin", nth=99, leg="reply", ms=5000.0),))
+
+
+def test_a_given_plan_whose_fault_never_fires_fails_the_test() -> None:
+    # The test says it tests a held BEGIN reply; a world that never sends a 99th BEGIN did not.
+    with pytest.raises(WorldFailed) as failed:
+        check_worlds("examples/double_charge.py:double-charge", range(2), plan=NEVER)
+    lines = str(failed.value).splitlines()
+    assert lines[0].startswith("examples/double_charge.py:double-charge, seed 0: 0 violations")
+    assert lines[1] == (
+        "  NOT AS DOCUMENTED: 1 fault of the given plan never fired, so the world did not test "
+        f"it: {NEVER.faults[0]!r}"
+    )
+    # A world that declares its faults may miss (its plans are drawn) lets the test pass.
+    assert check_worlds("random", [1], plan=NEVER) == 1
+
+
 pytest_plugins = ["pytester"]
+
+
+def test_the_pytest_fixture_fails_a_test_whose_given_fault_never_fires(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_world=f"""
+        def test_charge(sims_worlds):
+            from sims import FaultPlan, DelayLeg
+            plan = FaultPlan((DelayLeg(drive="cron", operation="begin", nth=99, leg="reply",
+                                       ms=5000.0),))
+            sims_worlds({str(ROOT / "examples/double_charge.py")!r} + ":double-charge",
+                        seeds=range(2), plan=plan)
+        """
+    )
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*WorldFailed: *double-charge, seed 0: 0 violations, 1 mismatch*",
+            "*1 fault of the given plan never fired, so the world did not test it: "
+            "DelayLeg(drive='cron', operation='begin', nth=99, leg='reply', ms=5000.0)",
+        ]
+    )
 
 
 def test_the_pytest_fixture_runs_worlds_and_takes_seeds_from_the_command_line(

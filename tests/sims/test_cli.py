@@ -571,3 +571,26 @@ def test_replay_checks_the_recorded_trace_with_the_scenarios_own_checks_too(
     out = capsys.readouterr().out
     assert "[violation] objects-once" in out
     assert "replay: the recorded trace, checked again: 1 violation\n" in out
+
+
+@pytest.mark.parametrize(
+    ("option", "name", "what"),
+    [
+        ("--trace", "wk.jsonl", "an empty file that replay cannot use"),
+        ("--timeline", "wk.html", "an empty page"),
+    ],
+)
+def test_a_world_that_keeps_no_trace_refuses_an_output_drawn_from_it(
+    option: str, name: str, what: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Refused before the world runs, and nothing is written: an empty trace would fail replay.
+    path = tmp_path / name
+    assert main(["run", "walk-100k", "--seed", "2", option, str(path)]) == 2
+    assert not path.exists()
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "error: walk-100k keeps no trace (its setup says WorldSetup(trace=False); its checks run "
+        f"live as it goes), so {option} {path} would be {what}; leave out {option}: run prints "
+        "the verdict and the command that runs this world again\n"
+    )

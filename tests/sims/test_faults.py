@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -18,6 +19,8 @@ from sims import (
     simulate,
     story_lines,
 )
+from sims._cli import main
+from sims._timeline_reader import build_timeline
 
 
 def _draw(seed: int) -> FaultPlan:
@@ -100,3 +103,103 @@ def test_an_abandoned_request_runs_late_and_the_story_says_so() -> None:
     # Every line about the struck call names it as the plan does, not by the link's sequence.
     assert "the abandoned record_step call 2 reaches scope scope-1 late, and runs there" in story
     assert "gives up on record_step #10" not in story
+
+
+@pytest.mark.parametrize(
+    ("faults", "held"),
+    [((1,), "1"), (("x",), "'x'"), ((FaultPlan(),), "FaultPlan(faults=())")],
+)
+def test_a_plan_holds_only_faults(faults: tuple[object, ...], held: str) -> None:
+    # Anything else would ride through a world as a "fault" that can never strike.
+    with pytest.raises(TypeError, match=rf"^FaultPlan holds {re.escape(held)}, which is not a "):
+        FaultPlan(faults)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"is given a list; pass a tuple of faults"):
+        FaultPlan([DelayLeg(drive="cron", operation="begin", nth=1, leg="reply", ms=5.0)])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", ["FaultPlan(faults=(1,))", "('x',)", "(FaultPlan(),)"])
+def test_the_cli_refuses_a_plan_of_things_that_are_not_faults(
+    text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "late-begin", "--seed", "3", "--plan", text]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"error: plan {text!r} does not build: FaultPlan holds ")
+    assert captured.err.count("\n") == 1
+
+
+def test_a_draw_narrowed_to_some_kinds_switches_on_subsets_of_those_alone() -> None:
+    # A world without the built-in walk cannot fire pauses or upstream failures: it narrows the
+    # draw, and each seed still switches on its own subset of what is left.
+    kinds = (DelayLeg, LateRequest, CrashDrive)
+
+    def draw(seed: int) -> FaultPlan:
+        return draw_plan(
+            random.Random(seed),
+            drives=("cron",),
+            scopes=("scope-1",),
+            lease_ms=1000,
+            margin_ms=250,
+            horizon_ms=2_000,
+            kinds=kinds,
+        )
+
+    drawn = {frozenset(type(fault) for fault in draw(seed).faults) for seed in range(40)}
+    assert set().union(*drawn) == set(kinds)
+    assert len(drawn) > 4  # subsets, not every kind in every seed
+    with pytest.raises(ValueError, match=r"^kinds=\(\); give one or more of DelayLeg, "):
+        draw_plan(
+            random.Random(1),
+            drives=("cron",),
+            scopes=("scope-1",),
+            lease_ms=1000,
+            margin_ms=250,
+            horizon_ms=2_000,
+            kinds=(),
+        )
+    with pytest.raises(ValueError, match=r"^kinds=\(<class 'str'>,\); give one or more of "):
+        draw_plan(
+            random.Random(1),
+            drives=("cron",),
+            scopes=("scope-1",),
+            lease_ms=1000,
+            margin_ms=250,
+            horizon_ms=2_000,
+            kinds=(str,),
+        )
+
+
+def test_a_late_request_due_after_the_world_ended_is_told_as_never_arrived() -> None:
+    plan = FaultPlan((LateRequest(drive="cron", operation="commit_pass", nth=1, ms=1e9),))
+    sim = simulate("late-begin", 3, plan=plan)
+    events = sim.outcome.trace.events
+    assert not [e for e in events if e["ev"] == "rpc.late"]  # the world ended first
+    story = "\n".join(story_lines(events))
+    assert (
+        "fault: the caller gives up on commit_pass call 1; the wire was to deliver it "
+        "1000000000 ms later, but the world ended first: it never reached the scope"
+    ) in story
+    assert "delivers it" not in story
+    # The timeline neither claims the delivery nor stretches its axis out to it.
+    timeline = build_timeline(sim.outcome.trace)
+    [mark] = [m for m in timeline.marks if m.kind == "late-request"]
+    assert mark.title == (
+        "late request: cron gave up on commit_pass #1; the wire was to deliver it "
+        "1000000000.0 ms later, but the world ended first: it never reached the scope"
+    )
+    assert mark.t == events[-1]["t"]
+    assert timeline.end < 10_000
+
+
+def test_the_story_writes_its_milliseconds_in_plain_digits() -> None:
+    base = {"t": 0.0, "drive": "cron", "op": "begin", "seq": 1, "nth": 1}
+    events = [
+        {**base, "ev": "fault.delay", "leg": "reply", "ms": 2_500_000.0},
+        {**base, "ev": "fault.pause", "where": "before-step", "ms": 3_600_000.0},
+        {**base, "ev": "fault.crash", "down_ms": 7_200_000.0, "working": True},
+    ]
+    story = "\n".join(story_lines(events))
+    assert "is held 2500000 ms" in story
+    assert "stops for 3600000 ms" in story
+    assert "back in 7200000 ms" in story
+    assert "e+" not in story

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
 
 from sims import (
     CrashDrive,
@@ -21,6 +22,7 @@ from sims import (
     World,
     WorldSetup,
     draw_plan,
+    fault_plans,
     run_world,
     scenario,
     simulate,
@@ -83,6 +85,26 @@ SCOPES = ("scope-1",)
             "the upstream has no calls of kind 'pages'; its kinds are any, page, object",
         ),
         (StoreClockFault(drift=-1.0), "drift=-1.0; give a number above -1 and below 1"),
+        # Faults that can change nothing: they would be told as fired, or as never fired, while
+        # nothing happened.
+        (
+            DelayLeg(drive="cron", operation="begin", nth=1, leg="reply", ms=0),
+            "ms=0 holds the leg for no time, which changes nothing; give ms > 0",
+        ),
+        (
+            PauseDrive(drive="cron", nth=1, ms=0.0),
+            "ms=0 stops the drive for no time, which changes nothing; give ms > 0",
+        ),
+        (
+            StoreClockFault(skew_ms=0, drift=0),
+            "with skew_ms=0 and drift=0 the store's clock runs true, which changes nothing; give "
+            "a skew, a drift or both",
+        ),
+        (
+            StoreClockFault(),
+            "with skew_ms=0 and drift=0 the store's clock runs true, which changes nothing; give "
+            "a skew, a drift or both",
+        ),
     ],
 )
 def test_a_fault_the_world_cannot_have_is_refused_in_one_line(fault: Fault, problem: str) -> None:
@@ -110,6 +132,26 @@ def test_every_plan_the_swarm_draws_fits_its_world() -> None:
             horizon_ms=30_000,
         )
         check_plan(drawn, drives=DRIVES, scopes=SCOPES)
+
+
+def test_faults_that_still_change_the_world_at_zero_are_let_through() -> None:
+    # A late request of 0 ms is still given up on by its caller; a crash of 0 ms still kills the
+    # drive's work; a clock with only a skew or only a drift still runs off.
+    plan = FaultPlan(
+        (
+            LateRequest(drive="cron", operation="begin", nth=1, ms=0.0),
+            CrashDrive(drive="cron", at_ms=0.0, down_ms=0.0),
+            StoreClockFault(drift=0.01),
+        )
+    )
+    check_plan(plan, drives=DRIVES, scopes=SCOPES)
+    check_plan(FaultPlan((StoreClockFault(skew_ms=-5.0),)), drives=DRIVES, scopes=SCOPES)
+
+
+@settings(max_examples=200, deadline=None)
+@given(plan=fault_plans(drives=DRIVES, scopes=SCOPES))
+def test_every_plan_hypothesis_draws_fits_its_world(plan: FaultPlan) -> None:
+    check_plan(plan, drives=DRIVES, scopes=SCOPES)
 
 
 def test_the_cli_refuses_a_plan_before_anything_runs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -153,21 +195,46 @@ def test_faults_that_never_fired_are_named_and_the_rest_are_not() -> None:
     plan = FaultPlan((fires, *misses, UpstreamFailure(first=1, what="page")))
     sim = simulate("late-begin", 1, plan=plan)
     assert sim.outcome.unfired == misses
-    assert sim.ok  # a plan given by hand is only reported
+    assert sim.report.ok
+    # A plan given in place of the scenario's own says what the world is to test: a fault of it
+    # that never fired fails the world, as one of the scenario's own plan does.
+    assert sim.mismatches == (
+        f"7 faults of the given plan never fired, so the world did not test them: "
+        f"{'; '.join(repr(fault) for fault in misses)}",
+    )
+    assert not sim.ok
     told = [e for e in sim.outcome.trace.events if e["ev"] == "world.unfired"]
     assert told[0]["faults"] == [repr(fault) for fault in misses]
 
 
-def test_the_cli_reports_an_unfired_fault_with_the_verdict(
+def test_the_cli_fails_a_world_whose_given_fault_never_fired(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     plan = "FaultPlan((DelayLeg(drive='cron', operation='begin', nth=9, leg='reply', ms=5.0),))"
-    assert main(["run", "late-begin", "--plan", plan]) == 0
-    verdict = capsys.readouterr().out.split("\nverdict:\n")[1]
-    assert verdict.splitlines()[0] == (
-        "  1 fault never fired: "
-        "DelayLeg(drive='cron', operation='begin', nth=9, leg='reply', ms=5.0)"
-    )
+    assert main(["run", "late-begin", "--plan", plan]) == 1
+    verdict = capsys.readouterr().out.split("\nverdict:\n")[1].splitlines()
+    assert verdict[:3] == [
+        "  NOT AS DOCUMENTED: 1 fault of the given plan never fired, so the world did not test "
+        "it: DelayLeg(drive='cron', operation='begin', nth=9, leg='reply', ms=5.0)",
+        "  the scenario's own plan was replaced by --plan, so what it documents was not "
+        "asserted; only the checks were, and that its faults fired",
+        "  0 violations, 1 mismatch with what the scenario documents",
+    ]
+
+
+def test_a_drawn_world_only_reports_a_given_fault_that_never_fired(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # random declares faults_must_fire=False: its worlds differ by seed, so a fault may miss.
+    plan = "FaultPlan((DelayLeg(drive='cron', operation='begin', nth=99, leg='reply', ms=5.0),))"
+    assert main(["run", "random", "--plan", plan]) == 0
+    verdict = capsys.readouterr().out.split("\nverdict:\n")[1].splitlines()
+    assert verdict[:2] == [
+        "  1 fault of the given plan never fired, so the world did not test it: "
+        "DelayLeg(drive='cron', operation='begin', nth=99, leg='reply', ms=5.0)",
+        "  the scenario's own plan was replaced by --plan, so what it documents was not "
+        "asserted; only the checks were",
+    ]
 
 
 UNFIRED = DelayLeg(drive="cron", operation="begin", nth=30, leg="reply", ms=1_250.0)

@@ -14,12 +14,21 @@ import pytest
 from driver import Conflict
 from sims import (
     MUTANTS,
+    DelayLeg,
+    DriveSpec,
+    FaultPlan,
+    JobPassResult,
+    PauseDrive,
     ScenarioRef,
+    UpstreamFailure,
+    World,
     WorldError,
+    WorldSetup,
     check_worlds,
     find_scenario,
     parse_seeds,
     run_world,
+    scenario,
     simulate,
     sweep,
 )
@@ -181,3 +190,61 @@ def test_an_error_a_worker_could_not_send_back_whole_travels_as_its_line() -> No
     assert str(sent) == "Conflict: run 'r1' is already in the scope"
     plain = ValueError("seed -1 is negative")
     assert _sendable(plain) is plain
+
+
+def _unfired_setup(seed: int) -> WorldSetup:
+    # The held claim fires in every seed; this world runs no walk, so its pause never fires, nor
+    # its upstream failure, which only the even seeds draw.
+    faults = (
+        DelayLeg(drive="cron", operation="claim", nth=1, leg="request", ms=5.0),
+        PauseDrive(drive="cron", nth=1, ms=5.0),
+        *((UpstreamFailure(first=1),) if seed % 2 == 0 else ()),
+    )
+    return WorldSetup(plan=FaultPlan(faults))
+
+
+async def _one_pass(world: World) -> None:
+    async def handler(ctx: object) -> JobPassResult:
+        return JobPassResult(done=True)
+
+    world.add_drive(DriveSpec(name="cron"))
+    world.add_job("m", "j", handler)
+    await world.start("cron", "scope-1", "m", "j")
+    world.every("cron", "scope-1", every_ms=100, first_ms=0, until_ms=1_000)
+    await world.settle(("scope-1",), horizon_ms=1_000, poll_ms=100)
+
+
+scenario("drawn-misses", setup=_unfired_setup, faults_must_fire=False)(_one_pass)
+scenario("documented-misses", setup=_unfired_setup)(_one_pass)
+
+
+def test_a_sweep_counts_the_faults_that_never_fired_by_kind_and_seeds() -> None:
+    report = sweep(f"{__file__}:drawn-misses", range(4))
+    lines = list(report.lines())
+    start = lines.index(
+        "  faults that never fired: 6 in 4 of 4 seeds (the scenario declares "
+        "faults_must_fire=False, so they fail no seed)"
+    )
+    assert lines[start + 1 :] == [
+        "    4 × PauseDrive in 4 seeds",
+        "    2 × UpstreamFailure in 2 seeds",
+    ]
+    assert not report.failing
+    # One report however the seeds ran: the lines are made from the seeds' summaries alone.
+    parallel = sweep(f"{__file__}:drawn-misses", range(4), jobs=2)
+    assert list(parallel.lines())[1:] == lines[1:]
+
+
+def test_a_sweep_fails_the_seeds_whose_documented_faults_never_fired() -> None:
+    report = sweep(f"{__file__}:documented-misses", range(4))
+    lines = list(report.lines())
+    assert (
+        "  faults that never fired: 6 in 4 of 4 seeds (each of those seeds is not as "
+        "documented, as a single run of it is)"
+    ) in lines
+    assert [s.seed for s in report.failing] == [0, 1, 2, 3]
+    single = simulate(f"{__file__}:documented-misses", 1)
+    assert report.seeds[1].mismatches == single.mismatches
+    assert single.mismatches == (
+        f"1 fault never fired: {PauseDrive(drive='cron', nth=1, ms=5.0)!r}",
+    )
