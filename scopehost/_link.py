@@ -173,9 +173,11 @@ class Link:
         self._reply_drops.append(_DropRule(match, _positive("times", times)))
 
     def delay_ms(self, leg: LegDelay, call: LinkCall) -> float:
+        """The delay of one leg of ``call``: ``leg`` is this link's ``request_ms`` or
+        ``reply_ms``."""
         if isinstance(leg, int | float):
-            delay = leg
-        elif isinstance(leg, Mapping):
+            return float(leg)  # a constant was checked when it was set; this runs every leg
+        if isinstance(leg, Mapping):
             # Checked when set; looked at again here, as the mapping may have changed since.
             delay = leg.get(call.operation, leg.get("*", 0.0))
         else:

@@ -156,14 +156,10 @@ class WorldError(ValueError):
             f"{type(self.error).__name__}: {self.error}"
         )
 
-    def __reduce__(self) -> tuple[Callable[[str], WorldError], tuple[str]]:
-        # A sweep's worker sends it to the sweep as its line: the user's own exception may not
-        # pickle (a class in their file, an __init__ of its own), and a pool that cannot unpickle
-        # a worker's error never hears back from it.
-        return (_world_error_of_line, (str(self),))
 
-
-def _world_error_of_line(line: str) -> WorldError:
+def world_error_of_line(line: str) -> WorldError:
+    """A ``WorldError`` that says ``line``, for one raised in another process (a sweep's worker)
+    whose original exception stayed there."""
     error = WorldError.__new__(WorldError)
     ValueError.__init__(error, line)
     error.error = None

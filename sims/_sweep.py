@@ -7,8 +7,8 @@ seed that did not come out as documented.
 
 from __future__ import annotations
 
+import builtins
 import multiprocessing
-import pickle
 import sys
 import time
 from collections import Counter
@@ -24,7 +24,7 @@ from ._outcome import replay_command
 from ._probes import probe_lines
 from ._scenarios import ScenarioRef, find_scenario
 from ._seeds import sweep_seeds
-from ._simulate import simulate
+from ._simulate import simulate, world_error_of_line
 
 
 @attrs.frozen
@@ -102,12 +102,9 @@ class SweepReport:
 
 
 def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
-    """One seed's world, reduced to what a sweep reports (runs in a worker process)."""
+    """One seed's world, reduced to what a sweep reports."""
     scenario, seed, mutant = job
-    try:
-        simulation = simulate(scenario, seed, mutant=mutant)
-    except Exception as error:
-        raise _sendable(error) from None
+    simulation = simulate(scenario, seed, mutant=mutant)
     report = simulation.report
     return SeedSummary(
         seed=seed,
@@ -120,15 +117,37 @@ def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
     )
 
 
-def _sendable(error: Exception) -> Exception:
-    """``error``, or its line in an error that crosses processes: a worker's error that the
-    sweep's process cannot unpickle (an exception whose ``__init__`` takes other arguments than
-    its ``args``) is never delivered, and the pool waits for it forever."""
+@attrs.frozen
+class WorldRaised:
+    """A seed whose world raised, as a worker process sends it back: the error's kind and line.
+
+    Never the exception itself. Pickling one carries what the worker's exception holds, and the
+    sweep's process may not be able to rebuild it: a user's exception class whose ``__init__``
+    takes other arguments, or (once a library such as Dask has taught pickle to carry causes) the
+    user's error chained under a ``WorldError``. multiprocessing's pool then never delivers it, and
+    waits forever."""
+
+    seed: int
+    kind: str
+    line: str
+
+    def error(self) -> Exception:
+        """The error to raise in the sweep: a ``WorldError`` or a built-in exception as itself,
+        any other as a ``RuntimeError`` that names its kind."""
+        if self.kind == "WorldError":
+            return world_error_of_line(self.line)
+        builtin = getattr(builtins, self.kind, None)
+        if isinstance(builtin, type) and issubclass(builtin, Exception):
+            return builtin(self.line)
+        return RuntimeError(f"{self.kind}: {self.line}")
+
+
+def summarise_in_worker(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary | WorldRaised:
+    """:func:`summarise` in a worker process: a world that raised comes back as a value."""
     try:
-        pickle.loads(pickle.dumps(error))
-    except Exception:
-        return RuntimeError(f"{type(error).__name__}: {error}")
-    return error
+        return summarise(job)
+    except Exception as error:
+        return WorldRaised(job[1], type(error).__name__, str(error))
 
 
 def sweep(
@@ -161,16 +180,18 @@ def sweep(
     results: list[SeedSummary] = []
     failing = 0
 
-    def collect(summaries: Iterable[SeedSummary]) -> None:
+    def collect(summaries: Iterable[SeedSummary | WorldRaised]) -> None:
         nonlocal failing
         for summary in summaries:
+            if isinstance(summary, WorldRaised):
+                raise summary.error()
             results.append(summary)
             failing += not summary.ok
             if progress is not None:
                 progress(len(results), len(work), failing)
 
     if scheduler is not None:
-        run_on_cluster(scheduler, summarise, work, collect=collect)
+        run_on_cluster(scheduler, summarise_in_worker, work, collect=collect)
     elif jobs == 1:
         collect(summarise(job) for job in work)
     else:
@@ -178,7 +199,8 @@ def sweep(
         # then runs its own trio.run per seed. Leaving the block terminates the workers, so a
         # world that raised stops the sweep at once.
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            collect(pool.imap(summarise, work, chunksize=max(1, len(work) // (jobs * 8))))
+            chunksize = max(1, len(work) // (jobs * 8))
+            collect(pool.imap(summarise_in_worker, work, chunksize=chunksize))
     results.sort(key=lambda s: s.seed)
     return SweepReport(
         scenario=str(ref),

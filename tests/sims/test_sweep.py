@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from driver import Conflict
 from sims import (
     MUTANTS,
     DelayLeg,
@@ -32,7 +31,7 @@ from sims import (
     simulate,
     sweep,
 )
-from sims._sweep import _sendable
+from sims._sweep import WorldRaised
 
 
 def test_two_hundred_random_worlds_violate_nothing() -> None:
@@ -182,14 +181,50 @@ def test_a_world_that_raises_in_a_worker_process_stops_the_sweep_with_its_line(
     assert str(caught.value) == expected
 
 
-def test_an_error_a_worker_could_not_send_back_whole_travels_as_its_line() -> None:
-    # The driver's own errors take (reason, message): pickle cannot rebuild them from their args.
-    error = Conflict("job_import_clash", "run 'r1' is already in the scope")
-    sent = pickle.loads(pickle.dumps(_sendable(error)))
-    assert type(sent) is RuntimeError
-    assert str(sent) == "Conflict: run 'r1' is already in the scope"
-    plain = ValueError("seed -1 is negative")
-    assert _sendable(plain) is plain
+def test_a_world_that_raised_in_a_worker_is_raised_again_as_what_it_was() -> None:
+    # The driver's own errors take (reason, message): pickle cannot rebuild them from their args,
+    # so no exception crosses from a worker; its kind and line do.
+    raised = WorldRaised(3, "Conflict", "run 'r1' is already in the scope")
+    assert pickle.loads(pickle.dumps(raised)) == raised
+    assert type(raised.error()) is RuntimeError
+    assert str(raised.error()) == "Conflict: run 'r1' is already in the scope"
+    plain = WorldRaised(3, "ValueError", "seed -1 is negative").error()
+    assert (type(plain), str(plain)) == (ValueError, "seed -1 is negative")
+    world = WorldRaised(3, "WorldError", "scenario x.py:y raised with seed 3: KeyError: 1").error()
+    assert isinstance(world, WorldError)
+    assert (str(world), world.error) == ("scenario x.py:y raised with seed 3: KeyError: 1", None)
+
+
+TEACH_PICKLE_CAUSES = """
+import sys
+from tblib import pickling_support
+
+from sims import WorldError, sweep
+
+# What importing dask.distributed does to a process: exceptions pickle with their causes, so a
+# WorldError would carry the user's own exception (which cannot be rebuilt) along with it.
+pickling_support.install()
+try:
+    sweep(sys.argv[1], range(4), jobs=2)
+except WorldError as error:
+    print(error)
+"""
+
+
+def test_a_world_that_raises_stops_the_sweep_where_pickle_carries_causes(tmp_path: Path) -> None:
+    path = tmp_path / "raising.py"
+    path.write_text(RAISING_WORLD)
+    done = subprocess.run(
+        [sys.executable, "-c", TEACH_PICKLE_CAUSES, f"{path}:raises"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.stdout == (
+        f"scenario {path}:raises raised at {path}:13 with seed 0: Refusal: 7: the check itself "
+        "broke\n"
+    ), done.stderr
 
 
 def _unfired_setup(seed: int) -> WorldSetup:
