@@ -491,9 +491,16 @@ def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> No
         held = "no invariant violated"
         print(f"  {'as documented; ' if simulation.plan is None else ''}{held}")
     else:
-        violations = simulation.report.violation_count
-        mismatches = plural(len(simulation.mismatches), "mismatch", "mismatches")
-        print(f"  {plural(violations, 'violation')}, {mismatches} with what the scenario documents")
+        violations = plural(simulation.report.violation_count, "violation")
+        if simulation.plan is None:
+            mismatches = plural(len(simulation.mismatches), "mismatch", "mismatches")
+            print(f"  {violations}, {mismatches} with what the scenario documents")
+        elif simulation.mismatches:
+            # Not asserted against the scenario's documents (see above): what failed it is
+            # that the given plan's faults did not all fire.
+            print(f"  {violations}, and faults of the given plan that never fired")
+        else:
+            print(f"  {violations}")
     print(f"  replay with: {simulation.replay_command}")
 
 
