@@ -114,13 +114,8 @@ class JobRunDump:
             )
         dump = cls(
             data["scope_id"],
-            tuple(
-                JobRunRow(**_columns(data, "runs", i, _RUN_COLUMNS)) for i in _rows(data, "runs")
-            ),
-            tuple(
-                JobStepDumpRow(**_columns(data, "steps", i, _STEP_COLUMNS))
-                for i in _rows(data, "steps")
-            ),
+            tuple(JobRunRow(**row) for row in _rows(data, "runs", _RUN_COLUMNS)),
+            tuple(JobStepDumpRow(**row) for row in _rows(data, "steps", _STEP_COLUMNS)),
         )
         if not isinstance(dump.scope_id, str) or not dump.scope_id:
             raise ValidationFailed.at(
@@ -130,37 +125,23 @@ class JobRunDump:
         return dump
 
 
-def _rows(data: dict[str, Any], kind: str) -> range:
-    if not isinstance(data[kind], list):
-        raise ValidationFailed.at(f"dump.{kind}", f"is {data[kind]!r}, not a list of rows")
-    return range(len(data[kind]))
-
-
-def _columns(
-    data: dict[str, Any], kind: str, index: int, columns: tuple[str, ...]
-) -> dict[str, Any]:
-    """Row ``index`` of ``data[kind]``, which must hold exactly ``columns``."""
-    row = data[kind][index]
-    if not isinstance(row, dict) or set(row) != set(columns):
-        have = set(row) if isinstance(row, dict) else set()
-        missing = [column for column in columns if column not in have]
-        extra = sorted(have - set(columns))
-        what = (
-            f"is {row!r}, not an object of columns"
-            if not isinstance(row, dict)
-            else "; ".join(
-                part
-                for part in (
-                    f"lacks {', '.join(missing)}" if missing else "",
-                    f"has unknown columns {', '.join(extra)}" if extra else "",
-                )
-                if part
-            )
-        )
-        raise ValidationFailed.at(
-            f"dump.{kind}.{index}", f"{what} (a row's columns: {', '.join(columns)})"
-        )
-    return row
+def _rows(data: dict[str, Any], kind: str, columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``data[kind]``: a list of rows, each an object of exactly ``columns``."""
+    rows = data[kind]
+    if not isinstance(rows, list):
+        raise ValidationFailed.at(f"dump.{kind}", f"is {rows!r}, not a list of rows")
+    shape = f"(a row's columns: {', '.join(columns)})"
+    for index, row in enumerate(rows):
+        path = f"dump.{kind}.{index}"
+        if not isinstance(row, dict):
+            raise ValidationFailed.at(path, f"is {row!r}, not an object of columns {shape}")
+        missing = [column for column in columns if column not in row]
+        unknown = sorted(set(row) - set(columns))
+        if missing or unknown:
+            problems = [f"lacks {', '.join(missing)}"] if missing else []
+            problems += [f"has unknown columns {', '.join(unknown)}"] if unknown else []
+            raise ValidationFailed.at(path, f"{'; '.join(problems)} {shape}")
+    return rows
 
 
 def not_carried_note(source_scope_id: str) -> str:
