@@ -27,7 +27,7 @@ from ._explore import explore_plans
 from ._faults import FAULT_KINDS, FaultPlan, plan_from_text
 from ._mutants import MUTANTS
 from ._numbers import plural, whole_number
-from ._outcome import Simulation
+from ._outcome import Simulation, python_replay_call
 from ._plan_check import unfired_line
 from ._scenarios import SCENARIOS, Scenario, display_path, find_scenario, load_file
 from ._seeds import parse_seed, parse_seeds
@@ -593,12 +593,16 @@ def _replay(arguments: argparse.Namespace) -> int:
         ) from None
     mutant = begin.get("mutant")
     if mutant is not None and mutant not in MUTANTS:
-        with_plan = f", plan={begin['plan']}" if overridden else ""
-        call = f"sims.simulate({str(begin['scenario'])!r}, {int(begin['seed'])}{with_plan}"
+        call = python_replay_call(
+            str(begin["scenario"]),
+            int(begin["seed"]),
+            mutant,
+            plan=begin["plan"] if overridden else None,
+        )
         raise UsageError(
             f"{path} is a world that ran on a store of its caller's own, {mutant}, which no "
-            f"command line can name; replay it in Python, {call}, database={mutant}), and "
-            "compare its trace's bytes with the file's"
+            f"command line can name; replay it in Python, {call}, and compare its trace's bytes "
+            "with the file's"
         )
     # Named as the trace names it, so that the new trace's world.begin spells it the same.
     simulation = simulate(str(begin["scenario"]), int(begin["seed"]), plan=plan, mutant=mutant)

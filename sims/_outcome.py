@@ -85,13 +85,19 @@ class Simulation:
         A world on a custom store has none (no command line can name the store): for it, the
         Python call that runs it again, said to be Python and why."""
         if self.custom_store is not None:
-            plan = f", plan={self.plan}" if self.plan is not None else ""
+            call = python_replay_call(self.scenario, self.seed, self.custom_store, plan=self.plan)
             return (
-                f"sims.simulate({self.scenario!r}, {self.seed}{plan}, "
-                f"database={self.custom_store}) in Python: this world ran on a store of your own, "
-                f"{self.custom_store}, which no command line can name"
+                f"{call} in Python: this world ran on a store of your own, {self.custom_store}, "
+                "which no command line can name"
             )
         return replay_command(self.scenario, self.seed, mutant=self.mutant, plan=self.plan)
+
+
+def python_replay_call(scenario: str, seed: int, store: str, *, plan: str | None = None) -> str:
+    """``sims.simulate(...)`` for a world on a store of the caller's own, which no command line
+    can name."""
+    with_plan = f", plan={plan}" if plan is not None else ""
+    return f"sims.simulate({scenario!r}, {seed}{with_plan}, database={store})"
 
 
 def replay_command(
