@@ -133,7 +133,7 @@ def test_a_draw_narrowed_to_some_kinds_switches_on_subsets_of_those_alone() -> N
     # draw, and each seed still switches on its own subset of what is left.
     kinds = (DelayLeg, LateRequest, CrashDrive)
 
-    def draw(seed: int) -> FaultPlan:
+    def draw(seed: int, kinds: tuple[type, ...] = kinds) -> FaultPlan:
         return draw_plan(
             random.Random(seed),
             drives=("cron",),
@@ -148,25 +148,9 @@ def test_a_draw_narrowed_to_some_kinds_switches_on_subsets_of_those_alone() -> N
     assert set().union(*drawn) == set(kinds)
     assert len(drawn) > 4  # subsets, not every kind in every seed
     with pytest.raises(ValueError, match=r"^kinds=\(\); give one or more of DelayLeg, "):
-        draw_plan(
-            random.Random(1),
-            drives=("cron",),
-            scopes=("scope-1",),
-            lease_ms=1000,
-            margin_ms=250,
-            horizon_ms=2_000,
-            kinds=(),
-        )
+        draw(1, kinds=())
     with pytest.raises(ValueError, match=r"^kinds=\(<class 'str'>,\); give one or more of "):
-        draw_plan(
-            random.Random(1),
-            drives=("cron",),
-            scopes=("scope-1",),
-            lease_ms=1000,
-            margin_ms=250,
-            horizon_ms=2_000,
-            kinds=(str,),
-        )
+        draw(1, kinds=(str,))
 
 
 def test_a_late_request_due_after_the_world_ended_is_told_as_never_arrived() -> None:
