@@ -1,9 +1,10 @@
 """Sweeps on a Dask distributed cluster: the same seeds, the same summaries, more machines.
 
-A sweep is embarrassingly parallel, so a cluster needs nothing from us but a place to run
-``summarise`` (the same function the process pool runs). Seeds travel in chunks, so that a task
-carries a few worlds rather than the scheduler's overhead, and summaries come back in whatever order
-workers finish; the caller sorts them, which is why the report cannot tell a cluster from a pool.
+A sweep is embarrassingly parallel, so a cluster needs nothing from us but a place to run the
+function a sweep's worker processes run (``summarise_in_worker``). Seeds travel in chunks, so that a
+task carries a few worlds rather than the scheduler's overhead, and summaries come back in whatever
+order workers finish; the caller sorts them, which is why the report cannot tell a cluster from a
+pool.
 
 Two things keep a cluster's verdicts equal to a local sweep's:
 
@@ -56,8 +57,8 @@ def check_scheduler_address(address: str) -> str:
 def summarise_chunk(summarise: Callable[[Job], Summary], jobs: Sequence[Job]) -> list[Summary]:
     """Run ``jobs`` one after another on a Dask worker; the worlds never overlap in a process.
 
-    An error in a world (a scenario the worker cannot find, say) is raised again by the client,
-    as the same exception, when the sweep collects this chunk."""
+    ``summarise`` returns a world that raised as a value (``sims._sweep.WorldRaised``), which the
+    sweep raises when it collects this chunk, as it does for its local worker processes."""
     with _ONE_WORLD_AT_A_TIME:
         return [summarise(job) for job in jobs]
 
