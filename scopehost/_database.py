@@ -222,9 +222,13 @@ class _FileWatch:
 
 
 def _file_watch(conn: sqlite3.Connection, scope_id: str) -> _FileWatch | None:
-    """A watch on the main database's file, or None for an in-memory database (no file)."""
+    """A watch on the main database's file, or None for an in-memory database (no file).
+
+    SQLite names a file database by its full path. An in-memory one has no name, or, once a
+    serialized database was loaded into it (``Connection.deserialize``), the bare name ``x``
+    that SQLite gives its memory storage: only an absolute path is a file."""
     for _, name, path in conn.execute("PRAGMA database_list"):
-        if name == "main" and path:
+        if name == "main" and path and os.path.isabs(path):
             return _FileWatch(str(path), scope_id)
     return None
 

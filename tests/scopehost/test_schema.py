@@ -8,8 +8,9 @@ import pytest
 
 from driver import JobRunFilter, JobRunRow
 from scopehost._database import ScopeDatabase
+from scopehost._schema import _create_or_upgrade
 
-from .store_support import LEASE_MS, OLD_RUNS_DDL, T0, at, connect, open_db, read
+from .store_support import LEASE_MS, OLD_RUNS_DDL, T0, at, connect, new_row, open_db, read
 
 #: (name, type, notnull, default, pk) of each column, as the spec declares them.
 RUN_COLUMNS = [
@@ -170,3 +171,31 @@ def test_a_schema_that_cannot_be_built_is_not_built_in_part() -> None:
     assert not conn.in_transaction
     names = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
     assert names == {"_substrat_job_runs_key"}
+
+
+def test_a_new_memory_scope_is_loaded_from_the_template_and_equals_one_built_by_the_ddl() -> None:
+    built = connect()
+    _create_or_upgrade(built)
+    conn = connect()
+
+    db = ScopeDatabase(conn, "scope-a")
+
+    assert db.added_columns == ()
+    # Loaded, not built: SQLite names a deserialized database's storage "x".
+    assert [path for _, name, path in conn.execute("PRAGMA database_list")] == ["x"]
+    schema = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
+    assert [tuple(row) for row in conn.execute(schema)] == list(built.execute(schema))
+    assert conn.serialize() == built.serialize()
+
+
+def test_a_scope_reopened_on_its_loaded_memory_connection_writes_as_before() -> None:
+    # An evicted in-memory scope reopens on the same connection, whose storage SQLite now names
+    # "x": that is no file to watch, and no write may be refused as if one had gone.
+    conn = connect()
+    ScopeDatabase(conn, "scope-a")
+
+    db = ScopeDatabase(conn, "scope-a")
+    db.start_or_join(new_row().key, new_row(), now=T0)
+
+    assert db.added_columns == ()
+    assert read(db).id == "run-1"
