@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -40,10 +41,19 @@ class Trace:
     #: ``trio.current_time()`` costs a microsecond a read, and every event reads it.
     now: Callable[[], float] = attrs.field(default=trio.current_time, repr=False)
 
+    #: The last time read and its milliseconds as written: several events share each instant,
+    #: and rounding a float to three places costs more than the rest of recording an event.
+    _last_now: float = attrs.field(default=math.nan, init=False, repr=False)
+    _last_t: float = attrs.field(default=0.0, init=False, repr=False)
+
     def record(self, event: str, fields: dict[str, Any]) -> None:
         counts = self.counts
         counts[event] = counts.get(event, 0) + 1
-        entry = {"t": round(self.now() * 1000.0, 3), "ev": event, **fields}
+        now = self.now()
+        if now != self._last_now:
+            self._last_now = now
+            self._last_t = round(now * 1000.0, 3)
+        entry = {"t": self._last_t, "ev": event, **fields}
         if self.enabled:
             self.events.append(entry)
         for listener in self.listeners:
