@@ -60,7 +60,8 @@ def returned_lines(kind: str, function: Callable[..., Any], returned: object) ->
     what it returned and what it must return.
 
     Anything else would make a verdict lie: ``None`` (a forgotten ``return``) is no list to read,
-    and a lone string would be read one character at a time, one finding each."""
+    and a lone string would be read one character at a time, one finding each. A set's lines come
+    sorted, so that its findings are listed alike in every process."""
     shown = _shown(returned)
     if isinstance(returned, str):
         shown = (
@@ -71,7 +72,9 @@ def returned_lines(kind: str, function: Callable[..., Any], returned: object) ->
         lines = list(returned)
         wrong = [(index, line) for index, line in enumerate(lines) if not isinstance(line, str)]
         if not wrong:
-            return lines
+            # A set's order is its strings' hashes, which differ from process to process: read
+            # as it comes, the same world would list its findings in another order elsewhere.
+            return sorted(lines) if isinstance(returned, set | frozenset) else lines
         index, line = wrong[0]
         shown = f"{shown}, whose item {index} is {_shown(line)}, not a string"
     raise TypeError(f"{kind} {_function_place(function)} returned {shown}; {_CONTRACTS[kind]}")

@@ -156,6 +156,16 @@ def test_any_iterable_of_strings_is_what_a_check_returns() -> None:
     assert simulation.mismatches == ("differs",)
 
 
+def test_a_set_of_strings_is_read_in_sorted_order_the_same_in_every_process() -> None:
+    # Read as it iterates, a set lists its strings in the order of their hashes, which
+    # PYTHONHASHSEED changes from one process to the next: the same world, another verdict text.
+    names = [f"violation {index:02}" for index in range(40)]
+    world = _world("c.py", returns=f"set({names!r})", expects=f"frozenset({names[:20]!r})")
+    simulation = simulate(world, 1)
+    assert [f.text for f in simulation.report.violations] == names
+    assert simulation.mismatches == tuple(names[:20])
+
+
 # -- one definition per name ---------------------------------------------------------------------
 
 TWICE = """\
