@@ -31,10 +31,12 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import attrs
 import trio
+
+from driver import STORE_PORT_OPERATIONS
 
 from ._errors import HostClosed, ReplyDropped, RequestAbandoned, RequestDropped
 from ._network import Timed, withdraw
@@ -179,6 +181,9 @@ class Link:
             return float(leg)  # a constant was checked when it was set; this runs every leg
         if isinstance(leg, Mapping):
             # Checked when set; looked at again here, as the mapping may have changed since.
+            if leg.keys() - _DELAY_KEYS:
+                side = "request_ms" if leg is self._request_ms else "reply_ms"
+                _check_delay_keys(leg, f"link {self.name!r}: {side}")
             delay = leg.get(call.operation, leg.get("*", 0.0))
         else:
             delay = leg(call, self.rng)
@@ -277,6 +282,14 @@ def _is_delay(value: object) -> bool:
     )
 
 
+#: The operations a scope's stub carries over a link (the store port's, a module's ``invoke``,
+#: and the scope's own calls): the names a delay mapping may key, with ``*`` for the rest.
+LINK_OPERATIONS: Final = frozenset(
+    (*STORE_PORT_OPERATIONS, "invoke", "shred_subject", "export_dump", "import_dump")
+)
+_DELAY_KEYS: Final = LINK_OPERATIONS | {"*"}
+
+
 def check_leg_delay(leg: LegDelay, name: str) -> LegDelay:
     """``leg``, refused unless it is a delay (a finite number >= 0), a mapping of operation names
     to delays, or a function drawing one per call (whose draws ``Link.delay_ms`` checks)."""
@@ -287,6 +300,7 @@ def check_leg_delay(leg: LegDelay, name: str) -> LegDelay:
                     f"{name}[{operation!r}]={value!r}; a mapping's keys are operation names "
                     "('*' for the rest) and its values finite numbers of ms >= 0"
                 )
+        _check_delay_keys(leg, name)
         return leg
     if _is_delay(leg) or callable(leg):
         return leg
@@ -294,6 +308,18 @@ def check_leg_delay(leg: LegDelay, name: str) -> LegDelay:
         f"{name}={leg!r}; pass a leg's delay as a finite number of ms >= 0, a mapping of operation "
         "names to such numbers ('*' for the rest), or a function of (call, rng) that draws one"
     )
+
+
+def _check_delay_keys(leg: Mapping[str, float], name: str) -> None:
+    # A misspelt operation ("clam") would never be looked up: its calls would take the "*" delay
+    # (or none), and the world would run without the latency it was given, saying nothing.
+    unknown = leg.keys() - _DELAY_KEYS
+    if unknown:
+        key = min(unknown, key=repr)
+        raise ValueError(
+            f"{name}[{key!r}]: no operation crosses a link by that name; a mapping's keys are "
+            f"among {', '.join(sorted(LINK_OPERATIONS))}, and '*' for the rest"
+        )
 
 
 #: What ends a leg for the caller, besides a list (request hooks to run) or a tuple (reply hooks).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import random
 import re
 from typing import Any
@@ -26,6 +27,8 @@ from scopehost import (
     VirtualClock,
     open_scope_host,
 )
+from scopehost._link import LINK_OPERATIONS
+from scopehost._stub import ScopeStub
 
 from .async_support import new_row
 
@@ -249,6 +252,46 @@ def test_a_delay_set_later_is_checked_too() -> None:
     assert link.reply_ms == 0.0  # the refused value was not kept
     link.reply_ms = 5
     assert (link.request_ms, link.reply_ms) == ({"claim": 800, "*": 0}, 5)
+
+
+KEYS_ARE = (
+    "no operation crosses a link by that name; a mapping's keys are among begin, begin_step, "
+    "claim, commit_pass, due_keys, export_dump, import_dump, invoke, list, miss, patch, "
+    "record_step, shred_subject, start_or_join, and '*' for the rest"
+)
+
+
+def test_a_delay_mapping_keyed_by_no_operation_is_refused_when_set() -> None:
+    # "clam" was never looked up: claims took the '*' delay, and the world ran without the slow
+    # claim reply it was built to test.
+    message = f"reply_ms['clam']: {KEYS_ARE}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        Link(reply_ms={"clam": 800, "*": 1})
+    link = Link()
+    with pytest.raises(ValueError, match=r"^request_ms\['Claim'\]: no operation crosses"):
+        link.request_ms = {"Claim": 800}
+    assert link.request_ms == 0.0
+
+
+async def test_a_delay_mapping_changed_later_to_a_key_of_no_operation_is_refused_at_the_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_scope_host(clock=StoreClock()) as host:
+        delays = {"claim": 800.0}
+        stub = host.stub("s1", link=Link(name="slow", reply_ms=delays))
+        delays["lsit"] = 5.0
+        message = f"link 'slow': reply_ms['lsit']: {KEYS_ARE}"
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            await stub.list(JobRunFilter())
+
+
+def test_the_operations_a_delay_may_name_are_those_a_stub_sends() -> None:
+    sent = {
+        name
+        for name, member in vars(ScopeStub).items()
+        if name[0] != "_" and inspect.iscoroutinefunction(member)
+    }
+    assert sent == LINK_OPERATIONS
 
 
 async def test_a_late_delivery_that_never_arrives_is_refused(
