@@ -12,6 +12,10 @@ _FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
 
 #: The types a trace writes as they are (exactly these: a subclass is described as its base).
 _PLAIN = frozenset({type(None), str, int, float, bool})
+#: Their bases, for a subclass (an enum of str, say); a tuple, since a union written in the call
+#: (``bool | int | float | str``) is built anew on every call, and describing runs on every leg.
+_PLAIN_BASES = (bool, int, float, str)
+_SEQUENCES = (list, tuple)
 
 
 def describe(value: Any) -> Any:
@@ -19,7 +23,7 @@ def describe(value: Any) -> Any:
     kind = type(value)
     if kind in _PLAIN:
         return value
-    if isinstance(value, bool | int | float | str):
+    if isinstance(value, _PLAIN_BASES):
         return value
     names = _FIELD_NAMES.get(kind, ())
     if names == ():
@@ -34,7 +38,7 @@ def describe(value: Any) -> Any:
         }
     if isinstance(value, BaseException):
         return f"{type(value).__name__}: {value}"
-    if isinstance(value, list | tuple):
+    if isinstance(value, _SEQUENCES):
         return [item if type(item) in _PLAIN else describe(item) for item in value]
     if isinstance(value, dict):
         return {

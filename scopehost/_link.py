@@ -101,6 +101,11 @@ def _all_calls(call: LinkCall) -> bool:
     return True
 
 
+#: A tuple, not ``int | float``: a union written in the call is built anew each time it runs,
+#: and these checks run on every leg.
+_NUMBERS = (int, float)
+
+
 class Link:
     """One caller's connection to scopes. Latency per leg; hooks and faults added at any time."""
 
@@ -177,7 +182,7 @@ class Link:
     def delay_ms(self, leg: LegDelay, call: LinkCall) -> float:
         """The delay of one leg of ``call``: ``leg`` is this link's ``request_ms`` or
         ``reply_ms``."""
-        if isinstance(leg, int | float):
+        if isinstance(leg, _NUMBERS):
             return float(leg)  # a constant was checked when it was set; this runs every leg
         if isinstance(leg, Mapping):
             # Checked when set; looked at again here, as the mapping may have changed since.
@@ -276,7 +281,7 @@ def _is_delay(value: object) -> bool:
     """Whether ``value`` is a delay a leg can wait: a finite number of ms >= 0 (not a bool)."""
     return (
         not isinstance(value, bool)
-        and isinstance(value, int | float)
+        and isinstance(value, _NUMBERS)
         and value >= 0
         and math.isfinite(value)
     )
