@@ -534,7 +534,8 @@ class TraceChecker:
                         row["id"],
                         self.end_t,
                         f"the run is still running at the end (attempts {row['attempts']}, "
-                        f"last error {row['last_error']!r}) though the faults were bounded",
+                        f"last error {row['last_error']!r}), in a world that settles (its scenario "
+                        "says settles=True: every fault is bounded, so every run must end)",
                     )
 
     def begins_without_handler(self, passes: list[_Pass]) -> None:

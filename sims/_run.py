@@ -1,7 +1,8 @@
 """Running a world: the seed goes into Trio's scheduler and every stream before anything runs.
 
-``run_world`` is synchronous: it owns its ``trio.run``, with a ``MockClock`` that jumps as soon as
-every task is blocked, so a simulated hour costs what its events cost and nothing more.
+``run_world`` is synchronous: it owns its ``trio.run``, on a ``VirtualClock`` that the host's
+network jumps as soon as no task can run, so a simulated hour costs what its events cost and
+nothing more.
 """
 
 from __future__ import annotations

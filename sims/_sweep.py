@@ -26,6 +26,9 @@ from ._scenarios import ScenarioRef, find_scenario
 from ._seeds import sweep_seeds
 from ._simulate import simulate, world_error_of_line
 
+#: How many of a failing seed's findings a sweep's report lists (the rest are counted).
+_SHOWN_PER_SEED = 3
+
 
 @attrs.frozen
 class SeedSummary:
@@ -78,8 +81,12 @@ class SweepReport:
         yield from self._unfired_lines()
         for summary in self.failing:
             yield f"  seed {summary.seed}: {self.replay_command(summary.seed)}"
-            for text in (*summary.violations, *summary.mismatches)[:3]:
+            found = (*summary.violations, *summary.mismatches)
+            for text in found[:_SHOWN_PER_SEED]:
                 yield f"      {text}"
+            if len(found) > _SHOWN_PER_SEED:
+                more = len(found) - _SHOWN_PER_SEED
+                yield f"      … and {more} more, not listed here: the command above shows them all"
 
     def _unfired_lines(self) -> Iterator[str]:
         """How many faults never fired, in how many seeds, by kind: a fault that never fires

@@ -166,6 +166,20 @@ def test_a_set_of_strings_is_read_in_sorted_order_the_same_in_every_process() ->
     assert simulation.mismatches == tuple(names[:20])
 
 
+def test_a_sweep_lists_three_findings_of_a_failing_seed_and_counts_the_rest() -> None:
+    # The rest were cut without a word: a seed with forty violations read as one with three.
+    names = [f"violation {index:02}" for index in range(40)]
+    world = _world("c.py", returns=repr(names))
+    lines = list(sims.sweep(world, range(1), jobs=1).lines())
+    listed = lines[lines.index(f"  seed 0: {replay_command(world, 0)}") + 1 :]
+    assert listed == [
+        "      [violation] returned at 102 ms: violation 00",
+        "      [violation] returned at 102 ms: violation 01",
+        "      [violation] returned at 102 ms: violation 02",
+        "      … and 37 more, not listed here: the command above shows them all",
+    ]
+
+
 # -- one definition per name ---------------------------------------------------------------------
 
 TWICE = """\
