@@ -42,7 +42,7 @@ class Trace:
     now: Callable[[], float] = attrs.field(default=trio.current_time, repr=False)
 
     #: The last time read and its milliseconds as written: several events share each instant,
-    #: and rounding a float to three places costs more than the rest of recording an event.
+    #: and rounding a float to three places costs about as much as the rest of recording one.
     _last_now: float = attrs.field(default=math.nan, init=False, repr=False)
     _last_t: float = attrs.field(default=0.0, init=False, repr=False)
 
