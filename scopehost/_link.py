@@ -186,9 +186,10 @@ class Link:
             return float(leg)  # a constant was checked when it was set; this runs every leg
         if isinstance(leg, Mapping):
             # Checked when set; looked at again here, as the mapping may have changed since.
-            if leg.keys() - _DELAY_KEYS:
+            unknown = _unknown_delay_key(leg)
+            if unknown is not None:
                 side = "request_ms" if leg is self._request_ms else "reply_ms"
-                _check_delay_keys(leg, f"link {self.name!r}: {side}")
+                raise _unknown_delay_key_error(f"link {self.name!r}: {side}", unknown)
             delay = leg.get(call.operation, leg.get("*", 0.0))
         else:
             delay = leg(call, self.rng)
@@ -305,7 +306,9 @@ def check_leg_delay(leg: LegDelay, name: str) -> LegDelay:
                     f"{name}[{operation!r}]={value!r}; a mapping's keys are operation names "
                     "('*' for the rest) and its values finite numbers of ms >= 0"
                 )
-        _check_delay_keys(leg, name)
+        unknown = _unknown_delay_key(leg)
+        if unknown is not None:
+            raise _unknown_delay_key_error(name, unknown)
         return leg
     if _is_delay(leg) or callable(leg):
         return leg
@@ -315,16 +318,20 @@ def check_leg_delay(leg: LegDelay, name: str) -> LegDelay:
     )
 
 
-def _check_delay_keys(leg: Mapping[str, float], name: str) -> None:
-    # A misspelt operation ("clam") would never be looked up: its calls would take the "*" delay
-    # (or none), and the world would run without the latency it was given, saying nothing.
+def _unknown_delay_key(leg: Mapping[str, float]) -> str | None:
+    """A key of ``leg`` that names no operation (the first by repr), or None.
+
+    A misspelt operation ("clam") would never be looked up: its calls would take the "*" delay
+    (or none), and the world would run without the latency it was given, saying nothing."""
     unknown = leg.keys() - _DELAY_KEYS
-    if unknown:
-        key = min(unknown, key=repr)
-        raise ValueError(
-            f"{name}[{key!r}]: no operation crosses a link by that name; a mapping's keys are "
-            f"among {', '.join(sorted(LINK_OPERATIONS))}, and '*' for the rest"
-        )
+    return min(unknown, key=repr) if unknown else None
+
+
+def _unknown_delay_key_error(name: str, key: str) -> ValueError:
+    return ValueError(
+        f"{name}[{key!r}]: no operation crosses a link by that name; a mapping's keys are "
+        f"among {', '.join(sorted(LINK_OPERATIONS))}, and '*' for the rest"
+    )
 
 
 #: What ends a leg for the caller, besides a list (request hooks to run) or a tuple (reply hooks).
