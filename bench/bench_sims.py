@@ -14,7 +14,7 @@ import argparse
 import time
 
 from sims import simulate, sweep
-from sims._oracle import Oracle
+from sims.oracle._oracle import Oracle
 
 from ._rounds import bare_round_trips_per_s, counting_rounds, rounds_per_call
 

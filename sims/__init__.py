@@ -15,17 +15,9 @@ and the :class:`FaultPlan`; :func:`record_effect` records what a step body did, 
 
 from driver import JobPassContext, JobPassResult, JobRun, RetryPolicy
 
-from ._checks import CheckReport, Finding, TraceChecker, check_trace
-from ._effects import effect_key, effects_in, record_effect
-from ._explore import (
-    Exploration,
-    WorldShape,
-    explore_plans,
-    fault_plans,
-    fault_plans_for,
-    world_shape,
-)
-from ._faults import (
+from ._seeds import parse_seeds
+from ._trace import Trace
+from .faults._plan import (
     NO_FAULTS,
     CrashDrive,
     DelayLeg,
@@ -40,10 +32,15 @@ from ._faults import (
     draw_plan,
     plan_from_text,
 )
-from ._mutants import MUTANTS
-from ._outcome import Facts, Simulation, replay_command
-from ._run import WorldOutcome, WorldSetup, run_world
-from ._scenarios import (
+from .mutants._catalog import MUTANTS
+from .oracle._checks import TraceChecker, check_trace
+from .oracle._report import CheckReport, Finding
+from .runners._outcome import Facts, Simulation, replay_command
+from .runners._run import WorldOutcome, WorldSetup, run_world
+from .runners._simulate import WorldError, scenario_names, simulate
+from .runners._sweep import SeedSummary, SweepReport, sweep
+from .runners._testing import WorldFailed, check_worlds, describe_failure
+from .scenarios._registry import (
     SCENARIOS,
     Expectation,
     Scenario,
@@ -53,16 +50,20 @@ from ._scenarios import (
     load_file,
     scenario,
 )
-from ._scheduling import seed_scheduler
-from ._seeds import parse_seeds
-from ._simulate import WorldError, scenario_names, simulate
-from ._story import story_lines
-from ._sweep import SeedSummary, SweepReport, sweep
-from ._testing import WorldFailed, check_worlds, describe_failure
-from ._timeline import render_html, render_terminal, write_timeline
-from ._trace import Trace
-from ._upstream import Upstream, UpstreamUnavailable
-from ._world import DriveSpec, SimDrive, World
+from .search._explore import (
+    Exploration,
+    WorldShape,
+    explore_plans,
+    fault_plans,
+    fault_plans_for,
+    world_shape,
+)
+from .timeline._render import render_html, render_terminal, write_timeline
+from .timeline._story import story_lines
+from .world._effects import effect_key, effects_in, record_effect
+from .world._scheduling import seed_scheduler
+from .world._upstream import Upstream, UpstreamUnavailable
+from .world._world import DriveSpec, SimDrive, World
 
 __all__ = [
     "MUTANTS",

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from ._faults import FaultPlan
-from ._scenarios import ScenarioRef
 from ._seeds import parse_seeds
-from ._testing import check_worlds
+from .faults._plan import FaultPlan
+from .runners._testing import check_worlds
+from .scenarios._registry import ScenarioRef
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

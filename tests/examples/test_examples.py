@@ -19,7 +19,7 @@ from sims import (
     load_file,
     simulate,
 )
-from sims._cli import main
+from sims.cli._main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))

@@ -18,7 +18,7 @@ import trio
 
 from driver import JobPassResult, RetryPolicy, StartJobRunInput
 from sims import DelayLeg, FaultPlan, World, WorldSetup, scenario
-from sims._world import DriveSpec
+from sims.world._world import DriveSpec
 
 NAME = "oracle-edges"
 #: How the tests name this world (a scenario in a file of its own).

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from sims import MUTANTS, SCENARIOS, Trace, find_scenario, plan_from_text, simulate
-from sims._cli import _RunProgress, _tell, main
-from sims._faults import FAULT_KINDS
-from sims._sweep import summarise
+from sims.cli._main import _RunProgress, _tell, main
+from sims.faults._plan import FAULT_KINDS
+from sims.runners._sweep import summarise
 
 
 def test_list_names_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:

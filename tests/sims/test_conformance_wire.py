@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sims._cli import main
+from sims.cli._main import main
 from sims.conformance import (
     ALLOWANCES,
     LocalTarget,

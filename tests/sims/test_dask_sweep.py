@@ -15,7 +15,7 @@ import distributed
 import pytest
 
 from sims import sweep
-from sims._cli import main
+from sims.cli._main import main
 
 # The dask command beside this interpreter: the one a user of this virtual environment runs.
 DASK = str(Path(sys.executable).parent / "dask")

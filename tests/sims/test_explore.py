@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sims import DelayLeg, DropLeg, explore_plans, plan_from_text, simulate
-from sims._mutants import MUTANTS
+from sims.mutants._catalog import MUTANTS
 
 
 def test_the_exploration_finds_a_record_step_without_its_lease_check_and_shrinks_it() -> None:

@@ -19,8 +19,8 @@ from sims import (
     simulate,
     story_lines,
 )
-from sims._cli import main
-from sims._timeline_reader import build_timeline
+from sims.cli._main import main
+from sims.timeline._reader import build_timeline
 
 
 def _draw(seed: int) -> FaultPlan:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from sims import MUTANTS, Trace, check_trace, simulate, sweep
-from sims._mutants import MUTANT_RULES
-from sims._probes import PROBES, probe_totals
+from sims.mutants._catalog import MUTANT_RULES
+from sims.oracle._probes import PROBES, probe_totals
 
 from .oracle_edges import EDGES
 

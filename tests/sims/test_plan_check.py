@@ -27,10 +27,10 @@ from sims import (
     scenario,
     simulate,
 )
-from sims._catalog import _random_setup
-from sims._cli import main
-from sims._plan_check import PlanError, check_plan
-from sims._world import DriveSpec
+from sims.cli._main import main
+from sims.faults._check import PlanError, check_plan
+from sims.scenarios._catalog import _random_setup
+from sims.world._world import DriveSpec
 
 DRIVES = ("cron", "alarm")
 SCOPES = ("scope-1",)

@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from sims import seed_scheduler
-from sims._scheduling import TESTED_TRIO, TrioHooksMoved, check_trio_hooks
+from sims.world._scheduling import TESTED_TRIO, TrioHooksMoved, check_trio_hooks
 
 
 def interleaving(seed: int) -> list[int]:
@@ -46,7 +46,8 @@ def test_a_moved_hook_stops_seeding_with_a_clear_message(
             TrioHooksMoved,
             match=rf"^trio {re.escape(trio.__version__)} moved the private hooks seeded "
             r"scheduling relies on: .* — install "
-            rf"trio{re.escape(TESTED_TRIO)} \(the tested range\), or port sims/_scheduling\.py",
+            rf"trio{re.escape(TESTED_TRIO)} \(the tested range\), "
+            r"or port sims/world/_scheduling\.py",
         ):
             seed_scheduler(1)
     finally:

@@ -7,8 +7,8 @@ import random
 from collections import Counter
 
 from sims import World, WorldSetup, run_world, simulate, sweep
-from sims._swarm import draw_swarm
-from sims._world import DriveSpec
+from sims.scenarios._swarm import draw_swarm
+from sims.world._world import DriveSpec
 
 SCOPES = ("north", "south", "west")
 

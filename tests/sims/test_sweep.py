@@ -31,7 +31,7 @@ from sims import (
     simulate,
     sweep,
 )
-from sims._sweep import WorldRaised
+from sims.runners._sweep import WorldRaised
 
 
 def test_two_hundred_random_worlds_violate_nothing() -> None:

@@ -10,9 +10,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from sims import CheckReport, Finding, Simulation, simulate
-from sims._faults import DelayLeg, FaultPlan, LateRequest, PauseDrive, StoreClockFault
-from sims._run import WorldOutcome, WorldSetup, run_world
-from sims._timeline import (
+from sims._trace import Trace
+from sims.faults._plan import DelayLeg, FaultPlan, LateRequest, PauseDrive, StoreClockFault
+from sims.runners._run import WorldOutcome, WorldSetup, run_world
+from sims.timeline._legend import legend_items
+from sims.timeline._page import _short_ms
+from sims.timeline._render import (
     Lease,
     StoreClockFit,
     build_scale,
@@ -22,10 +25,7 @@ from sims._timeline import (
     short,
     write_timeline,
 )
-from sims._timeline_legend import legend_items
-from sims._timeline_page import _short_ms
-from sims._trace import Trace
-from sims._world import DriveSpec, World
+from sims.world._world import DriveSpec, World
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sims import DelayLeg, FaultPlan, Simulation, simulate
-from sims._timeline import build_timeline, render_html
+from sims.timeline._render import build_timeline, render_html
 
 from .chromium import Browser, Tab, chromium_path, png_pixels
 

@@ -22,8 +22,8 @@ from sims import (
     scenario,
     simulate,
 )
-from sims._cli import main
-from sims._scenarios import WorldFileError
+from sims.cli._main import main
+from sims.scenarios._registry import WorldFileError
 
 # Line 4 is `def returned`, line 12 `def expected` and line 20 the decorator.
 WORLD = """\

@@ -1,0 +1,265 @@
+"""The command line's arguments: the parser of every subcommand, its help, and the checks an
+argument passes before a world runs (a mutant that exists, a plan that builds, a file that can be
+written), each refused with a :class:`UsageError` that names the value."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._numbers import whole_number
+from ..faults._plan import FAULT_KINDS, FaultPlan, plan_from_text
+from ..mutants._catalog import MUTANTS
+from ._conformance import add_conformance_command
+
+
+class UsageError(ValueError):
+    """A user's mistake: told in one line, exit 2."""
+
+
+# -- help ---------------------------------------------------------------------------------------
+
+_SCENARIO_HELP = "a built-in scenario's NAME (see list) or FILE.py:NAME, a scenario in your file"
+_SEED_HELP = "the world's seed, a whole number >= 0 (default 1)"
+
+
+def _first_paragraph(kind: type) -> str:
+    return " ".join((kind.__doc__ or "").strip().split("\n\n")[0].split()).replace("``", "")
+
+
+def _mutants_help() -> str:
+    lines = []
+    for name, kind in MUTANTS.items():
+        lines += textwrap.wrap(
+            _first_paragraph(kind),
+            width=98,
+            initial_indent=f"  {name:<18} ",
+            subsequent_indent=" " * 21,
+        )
+    return "\n".join(lines)
+
+
+def _fault_kinds_help() -> str:
+    lines = []
+    for kind in FAULT_KINDS:
+        lines += textwrap.wrap(
+            _first_paragraph(kind),
+            width=98,
+            initial_indent=f"  {kind.__name__:<16} ",
+            subsequent_indent=" " * 19,
+        )
+    return "\n".join(lines)
+
+
+def _epilog() -> str:
+    return f"""\
+checks:
+  Every world's trace is read by the invariant checks: the handler runs if and only if BEGIN
+  wrote; two passes of a run overlap only inside a window the spec documents (each overlap is
+  classified); one live run per key; no write after a pass lost its lease; attempts charged as
+  the spec says; admission misses consecutive; one pass in the step ledger; with bounded faults
+  every run ends. A scenario adds its own checks (scenario(..., checks=...)). Details and what
+  each guards: docs/checks.md.
+
+mutants (--mutant M: a store with one of the spec's guards removed, to show a check notices):
+{_mutants_help()}
+  More: docs/mutants.md.
+
+fault plans (--plan): a FaultPlan of faults, written as Python values, e.g.
+  --plan "FaultPlan((DelayLeg(drive='cron', operation='begin', nth=1, leg='reply', ms=1250),))"
+  A call is named as a drive's nth call of an operation. The kinds:
+{_fault_kinds_help()}
+  Grammar: docs/fault-plans.md.
+
+the spec, and the words above: docs/protocol.md (the job-run protocol, with a glossary).
+your own jobs: docs/simulating-your-jobs.md (python -m sims run examples/FILE.py:NAME).
+exit codes: 0 clean, 1 a finding, 2 a usage error."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m sims",
+        description="Deterministic simulations of the job-run system: seeded worlds, faults, "
+        "traces, invariant checks and timelines.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in _ADDERS:
+        add(commands)
+    for command in commands.choices.values():
+        # A word the command does not know is reported with that command's usage, not the
+        # top-level one (see main).
+        command.set_defaults(command_parser=command)
+    return parser
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("jobrun-sim")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout never installed
+        return "(not installed)"
+
+
+def _command(
+    commands: Any, name: str, help: str, *, epilog: str | None = None
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=help,
+        description=help[0].upper() + help[1:] + ".",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+def _add_list(commands: Any) -> None:
+    list_ = _command(
+        commands,
+        "list",
+        "list the built-in scenarios, or those a file defines: one line each, the name first "
+        "(on a terminal, long lines wrap)",
+    )
+    list_.add_argument("file", nargs="?", type=Path, help="a Python file that defines scenarios")
+
+
+def _add_run(commands: Any) -> None:
+    run = _command(
+        commands, "run", "run one scenario with one seed and tell its story", epilog=_epilog()
+    )
+    run.add_argument("scenario", metavar="NAME|FILE.py:NAME", help=_SCENARIO_HELP)
+    run.add_argument("--seed", default="1", help=_SEED_HELP)
+    run.add_argument("--trace", type=Path, help="write the trace here, as JSON lines")
+    run.add_argument("--timeline", type=Path, help="write the timeline here, as HTML")
+    run.add_argument("--plan", help="a FaultPlan(...) to use instead of the scenario's own")
+    run.add_argument("--mutant", metavar="M", help="run on a deliberately broken store")
+    run.add_argument(
+        "--story-lines", type=whole_number, default=200, help="most story lines to print"
+    )
+
+
+def _add_sweep(commands: Any) -> None:
+    sweep_ = _command(commands, "sweep", "run one scenario over a range of seeds")
+    sweep_.add_argument("scenario", metavar="NAME|FILE.py:NAME", help=_SCENARIO_HELP)
+    sweep_.add_argument(
+        "--seeds",
+        required=True,
+        metavar="N|A..B",
+        help="N (that one seed) or A..B (A to B, both included); seeds are whole numbers >= 0",
+    )
+    where = sweep_.add_mutually_exclusive_group()
+    where.add_argument("--jobs", type=whole_number, default=1, help="worker processes (default 1)")
+    where.add_argument(
+        "--scheduler",
+        metavar="tcp://HOST:PORT",
+        help="run the seeds as tasks on this Dask distributed cluster (needs the dask extra)",
+    )
+    sweep_.add_argument("--mutant", metavar="M", help="sweep a deliberately broken store")
+
+
+def _add_replay(commands: Any) -> None:
+    replay = _command(
+        commands, "replay", "re-run the world a trace file records, and check it is the same"
+    )
+    replay.add_argument("file", type=Path, help="a trace written by run --trace")
+
+
+def _add_explore(commands: Any) -> None:
+    explore = _command(
+        commands,
+        "explore",
+        "search fault plans for one that makes a check fail, and shrink it to the smallest",
+    )
+    explore.add_argument("scenario", metavar="NAME|FILE.py:NAME", help=_SCENARIO_HELP)
+    explore.add_argument("--seed", default="1", help=_SEED_HELP)
+    explore.add_argument("--mutant", metavar="M", help="explore a deliberately broken store")
+    explore.add_argument(
+        "--examples", type=whole_number, default=300, help="most plans to try (default 300)"
+    )
+    explore.add_argument(
+        "--max-faults", type=whole_number, default=4, help="most faults in one plan (default 4)"
+    )
+
+
+_ADDERS: list[Callable[[Any], None]] = [
+    _add_list,
+    _add_run,
+    _add_sweep,
+    _add_replay,
+    _add_explore,
+    add_conformance_command,
+]
+
+
+def glue_seeds(argv: Sequence[str]) -> list[str]:
+    """``--seeds -5..2`` as ``--seeds=-5..2``: argparse takes a value that starts with ``-`` and is
+    not a plain number for an option, and would answer only "expected one argument"; glued to its
+    option, the value reaches the seed check, which names it and says what a seed is."""
+    glued: list[str] = []
+    for token in argv:
+        if (
+            glued
+            and glued[-1] in ("--seed", "--seeds")
+            and token[:1] == "-"
+            and token[1:2].isdigit()
+        ):
+            glued[-1] = f"{glued[-1]}={token}"
+        else:
+            glued.append(token)
+    return glued
+
+
+# -- checks that run before a world does ----------------------------------------------------------
+
+
+def checked_mutant(name: str | None) -> str | None:
+    if name is not None and name not in MUTANTS:
+        raise UsageError(f"no mutant {name!r}; the mutants are: {', '.join(MUTANTS)}")
+    return name
+
+
+def checked_plan(text: str | None) -> FaultPlan | None:
+    if text is None:
+        return None
+    if not text.strip():
+        raise UsageError(
+            "the plan is empty; write FaultPlan((...,)) with at least one fault, or leave out "
+            "--plan to run the scenario's own"
+        )
+    try:
+        return plan_from_text(text)
+    except TypeError as error:
+        # A fault built with a missing or unknown keyword.
+        raise UsageError(f"plan {text!r} does not build: {error}") from None
+
+
+def checked_output(path: Path | None, option: str) -> Path | None:
+    """An output file's folder must exist before a world runs for minutes."""
+    if path is None:
+        return None
+    if path.is_dir():
+        raise UsageError(f"{option} {path} is a folder; name a file to write")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: the folder {folder} does not exist; create it first")
+    if not path.exists():
+        # A folder can exist and still refuse new files (permissions, a read-only or virtual
+        # file system): find out now by creating the file, not after the world has run.
+        try:
+            path.touch()
+        except OSError as error:
+            raise UsageError(f"{option} {path}: cannot write there ({error.strerror})") from None
+        path.unlink()
+    return path
+
+
+def checked_positive(value: int, option: str) -> int:
+    if value < 1:
+        raise UsageError(f"{option} {value} must be 1 or more")
+    return value

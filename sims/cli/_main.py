@@ -1,0 +1,463 @@
+"""``python -m sims``: list scenarios, run one, sweep one over seeds, replay a trace, explore plans.
+
+Every subcommand takes a built-in scenario by name (``late-begin``) or a user's scenario as
+``FILE.py:NAME``. Exit codes: 0 clean, 1 a finding (a violation, a mismatch, a differing replay),
+2 a usage error, told in one line on stderr — never a traceback for a user's mistake.
+
+Each subcommand is an ``_add_*`` function that declares its arguments and a ``_*`` function that
+runs it: the ``_add_*`` functions are in ``_arguments.py`` (``_ADDERS``), the commands here
+(``_COMMANDS``); a new subcommand adds one of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from .._numbers import plural
+from .._seeds import parse_seed, parse_seeds
+from .._trace import Trace
+from ..faults._check import unfired_line
+from ..faults._plan import plan_from_text
+from ..mutants._catalog import MUTANTS
+from ..oracle._checks import check_trace
+from ..runners._outcome import Simulation, python_replay_call
+from ..runners._simulate import simulate, with_user_checks
+from ..runners._sweep import progress_bar, sweep
+from ..scenarios._registry import SCENARIOS, Scenario, display_path, find_scenario, load_file
+from ..search._explore import explore_plans
+from ..timeline._render import render_terminal, write_timeline
+from ..timeline._story import story_lines
+from ._arguments import (
+    UsageError,
+    build_parser,
+    checked_mutant,
+    checked_output,
+    checked_plan,
+    checked_positive,
+    glue_seeds,
+)
+from ._conformance import conformance_command
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    arguments, unknown = parser.parse_known_args(glue_seeds(sys.argv[1:] if argv is None else argv))
+    if unknown:
+        arguments.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        code = _COMMANDS[arguments.command](arguments)
+        sys.stdout.flush()  # inside the try: a closed pipe is noticed here, not at exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as command-line tools do, and keep
+        # Python from complaining again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except ValueError as error:
+        # ValueError is how the simulator refuses input (a scenario, a plan, a seed range, a
+        # file); its message is written to be read as it is.
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+# -- list -----------------------------------------------------------------------------------------
+
+
+def _list(arguments: argparse.Namespace) -> int:
+    if arguments.file is None:
+        scenarios: list[Scenario] = list(SCENARIOS.values())
+    else:
+        scenarios = list(load_file(arguments.file).values())
+        if not scenarios:
+            raise UsageError(
+                f"{display_path(str(arguments.file))} defines no scenario; decorate a drive "
+                "function with @sims.scenario(NAME)"
+            )
+    width = max(len(s.name) for s in scenarios)
+    # One line per scenario, the name first, for scripts; on a terminal the summary wraps under
+    # itself so a person reads it without the line running off the screen.
+    columns = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 0
+    for found in scenarios:
+        line = f"{found.name:<{width}}  {found.summary or '(no docstring)'}"
+        if columns:
+            line = "\n".join(
+                textwrap.wrap(line, width=max(40, columns - 1), subsequent_indent=" " * (width + 2))
+            )
+        print(line)
+    return 0
+
+
+# -- run ------------------------------------------------------------------------------------------
+
+
+def _run(arguments: argparse.Namespace) -> int:
+    scenario = find_scenario(arguments.scenario)
+    plan = checked_plan(arguments.plan)
+    mutant = checked_mutant(arguments.mutant)
+    seed = parse_seed(arguments.seed)
+    if arguments.story_lines < 0:
+        raise UsageError(f"--story-lines {arguments.story_lines} must be 0 or more")
+    trace_path = checked_output(arguments.trace, "--trace")
+    timeline_path = checked_output(arguments.timeline, "--timeline")
+    _traced(scenario, seed, ("--trace", trace_path), ("--timeline", timeline_path))
+    progress = _RunProgress(sys.stderr) if sys.stderr.isatty() else None
+    simulation = simulate(
+        arguments.scenario,  # as typed, which the trace records (see ScenarioRef.recorded)
+        seed,
+        plan=plan,
+        mutant=mutant,
+        observe=progress.observe if progress is not None else None,
+    )
+    if progress is not None:
+        progress.done()
+    trace = simulation.outcome.trace
+    if trace_path:
+        trace.write(trace_path)
+    if timeline_path:
+        write_timeline(
+            trace,
+            timeline_path,
+            title=_title(simulation),
+            report=simulation.report,
+            # A replaced plan is not held to what the scenario documents, only to its faults
+            # firing (when the scenario says they must), which is then its one mismatch.
+            mismatches=simulation.mismatches if plan is None else simulation.mismatches or None,
+            replay=simulation.replay_command,
+            plan=simulation.outcome.setup.plan,
+            plan_replaced=plan is not None,
+            mutant=simulation.mutant,
+            summary=scenario.summary,
+        )
+    _tell(simulation, scenario, story_limit=arguments.story_lines)
+    if trace_path:
+        print(
+            f"trace: {trace_path} ({plural(len(trace.events), 'event')}, sha256 {trace.digest()})"
+        )
+    if timeline_path:
+        print(f"timeline: {timeline_path}")
+    return 0 if simulation.ok else 1
+
+
+def _traced(scenario: Scenario, seed: int, *outputs: tuple[str, Path | None]) -> None:
+    """Refuse an output drawn from the trace when the world keeps none: it would be an empty file
+    (a trace replay cannot read, a page with nothing on it) written as if it were the world's."""
+    # As simulate decides: the setup says, and a scenario's own checks read the trace, so keep it.
+    if scenario.checks or scenario.setup(seed).trace:
+        return
+    for option, path in outputs:
+        if path is not None:
+            what = (
+                "an empty file that replay cannot use" if option == "--trace" else "an empty page"
+            )
+            raise UsageError(
+                f"{scenario.ref} keeps no trace (its setup says WorldSetup(trace=False); its "
+                f"checks run live as it goes), so {option} {path} would be {what}; leave out "
+                f"{option}: run prints the verdict and the command that runs this world again"
+            )
+
+
+class _RunProgress:
+    """On a terminal, one line that says how far a long world has got, in virtual time."""
+
+    EVERY = 20_000
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.events = 0
+        self.shown = False
+
+    def observe(self, event: dict[str, Any]) -> None:
+        self.events += 1
+        if self.events % self.EVERY == 0:
+            self.stream.write(
+                f"\r  running: {event['t'] / 1000:,.1f} s of virtual time, {self.events:,} events"
+            )
+            self.stream.flush()
+            self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _title(simulation: Simulation) -> str:
+    mutant = f", mutant {simulation.mutant}" if simulation.mutant else ""
+    return f"{simulation.scenario} — seed {simulation.seed}{mutant}"
+
+
+def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> None:
+    print(_title(simulation))
+    if scenario.summary:
+        print(
+            textwrap.fill(scenario.summary, width=100, initial_indent="  ", subsequent_indent="  ")
+        )
+    plan = simulation.outcome.setup.plan
+    faults = repr(plan) if len(plan) else "none"
+    if simulation.plan is not None:
+        print(f"  faults (--plan, replacing the scenario's own plan): {faults}")
+    else:
+        print(f"  faults: {faults}")
+    if simulation.mutant:
+        print(f"  store: mutant {simulation.mutant} (a guard of the spec removed on purpose)")
+    print("\nstory:")
+    if not simulation.outcome.trace.enabled:
+        print(
+            "  this world keeps no trace (it is too big to hold), so it has no story and no "
+            "timeline; its checks ran live as it went"
+        )
+    for line in story_lines(simulation.outcome.trace.events, limit=story_limit):
+        print(line)
+    if simulation.outcome.trace.events:
+        print("\ntimeline:")
+        print(render_terminal(simulation.outcome.trace))
+    print("\nruns at the end:")
+    for scope, runs in simulation.outcome.runs.items():
+        for run in runs:
+            print(
+                f"  {scope} run {run.id}: {run.status}, cursor {run.cursor!r}, "
+                f"counters {run.counters}, attempts {run.attempts}, "
+                f"last error {run.last_error!r}"
+            )
+    print("\nchecks:")
+    findings = simulation.report.findings
+    if not findings:
+        print("  every invariant held; nothing overlapped")
+    for finding in findings:
+        print(f"  {finding.line()}")
+    print("\nverdict:")
+    for mismatch in simulation.mismatches:
+        print(f"  NOT AS DOCUMENTED: {mismatch}")
+    unfired = simulation.outcome.unfired
+    told = unfired_line(unfired, given=simulation.plan is not None)
+    if unfired and told not in simulation.mismatches:
+        print(f"  {told}")
+    if simulation.plan is not None:
+        fired = ", and that its faults fired" if scenario.faults_must_fire else ""
+        print(
+            "  the scenario's own plan was replaced by --plan, so what it documents was not "
+            f"asserted; only the checks were{fired}"
+        )
+    if simulation.ok:
+        held = "no invariant violated"
+        print(f"  {'as documented; ' if simulation.plan is None else ''}{held}")
+    else:
+        violations = plural(simulation.report.violation_count, "violation")
+        if simulation.plan is None:
+            mismatches = plural(len(simulation.mismatches), "mismatch", "mismatches")
+            print(f"  {violations}, {mismatches} with what the scenario documents")
+        elif simulation.mismatches:
+            # Not asserted against the scenario's documents (see above): what failed it is
+            # that the given plan's faults did not all fire.
+            print(f"  {violations}, and faults of the given plan that never fired")
+        else:
+            print(f"  {violations}")
+    print(f"  replay with: {simulation.replay_command}")
+
+
+# -- sweep ----------------------------------------------------------------------------------------
+
+
+def _sweep(arguments: argparse.Namespace) -> int:
+    scenario = find_scenario(arguments.scenario)
+    seeds = parse_seeds(arguments.seeds)
+    mutant = checked_mutant(arguments.mutant)
+    jobs = checked_positive(arguments.jobs, "--jobs")
+    report = sweep(
+        scenario.ref,
+        seeds,
+        jobs=jobs,
+        scheduler=arguments.scheduler,
+        mutant=mutant,
+        progress=progress_bar(sys.stderr) if sys.stderr.isatty() else None,
+    )
+    for line in report.lines():
+        print(line)
+    return 0 if not report.failing else 1
+
+
+# -- replay ---------------------------------------------------------------------------------------
+
+
+def _read_trace(path: Path) -> Trace:
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder; name a trace file written by run --trace")
+    if not path.is_file():
+        raise UsageError(f"no file {path}; name a trace file written by run --trace")
+    try:
+        recorded = Trace.read(path)
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError):
+        raise UsageError(
+            f"{path} is not a trace (JSON lines){_first_bad_line(path)}; write traces with "
+            "run --trace"
+        ) from None
+    begin = recorded.events[0] if recorded.events else None
+    if begin is None or begin.get("ev") != "world.begin" or "scenario" not in begin:
+        raise UsageError(
+            f"{path} does not start with a world.begin event; write traces with run --trace"
+        )
+    return recorded
+
+
+def _first_bad_line(path: Path) -> str:
+    """Where a file of JSON lines stops being one, when most of it is: a trace cut off by a full
+    disk or a killed writer reads well up to its last line."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        return ""
+    for number, line in enumerate(lines, 1):
+        try:
+            if line.strip():
+                json.loads(line)
+        except ValueError:
+            if number == 1:
+                return ""
+            if number == len(lines):
+                return f": its last line, line {number}, is cut off"
+            return f": line {number} is not JSON"
+    return ""
+
+
+def _replay(arguments: argparse.Namespace) -> int:
+    path: Path = arguments.file
+    recorded = _read_trace(path)
+    begin = recorded.events[0]
+    overridden = bool(begin.get("plan_overridden"))
+    plan = plan_from_text(begin["plan"]) if overridden else None
+    try:
+        scenario = find_scenario(str(begin["scenario"]))
+    except ValueError as error:
+        if ":" not in str(begin["scenario"]) or not str(error).startswith("no file "):
+            raise
+        # A user's world file is recorded as it was named on the command line: a relative path
+        # is relative to the folder the trace was written from.
+        file = str(begin["scenario"]).rpartition(":")[0]
+        if os.path.isabs(file):
+            raise UsageError(
+                f"{error}; {path} names its world file by the absolute path it was given when the "
+                "trace was written: replay where that file is"
+            ) from None
+        raise UsageError(
+            f"{error}; {path} names its world file as it was given when the trace was written "
+            "(relative to that folder): replay from there"
+        ) from None
+    mutant = begin.get("mutant")
+    if mutant is not None and mutant not in MUTANTS:
+        call = python_replay_call(
+            str(begin["scenario"]),
+            int(begin["seed"]),
+            mutant,
+            plan=begin["plan"] if overridden else None,
+        )
+        raise UsageError(
+            f"{path} is a world that ran on a store of its caller's own, {mutant}, which no "
+            f"command line can name; replay it in Python, {call}, and compare its trace's bytes "
+            "with the file's"
+        )
+    # Named as the trace names it, so that the new trace's world.begin spells it the same.
+    simulation = simulate(str(begin["scenario"]), int(begin["seed"]), plan=plan, mutant=mutant)
+    _tell(simulation, scenario, story_limit=200)
+    # The file's own bytes, not its events written out again: a trace whose line ends, spacing
+    # or last newline were changed holds the same events in different bytes.
+    replayed = simulation.outcome.trace.to_bytes()
+    original = path.read_bytes()
+    same = replayed == original
+    print(f"\nreplay: the new trace is {'byte-identical to' if same else 'DIFFERENT from'} {path}")
+    if not same:
+        for line in _first_difference(original, replayed):
+            print(f"replay: {line}")
+    # The scenario's own checks too: the re-run's verdict above includes them.
+    rechecked = with_user_checks(check_trace(recorded), scenario, recorded)
+    print(
+        "replay: the recorded trace, checked again: "
+        f"{plural(rechecked.violation_count, 'violation')}"
+    )
+    return 0 if same and simulation.ok else 1
+
+
+def _first_difference(recorded: bytes, replayed: bytes) -> list[str]:
+    """Where two traces' bytes part, as a line number and both lines (their reprs when the two
+    would print alike: a carriage return, a trailing space)."""
+    old_lines = recorded.split(b"\n")
+    new_lines = replayed.split(b"\n")
+    for number, (old, new) in enumerate(zip(old_lines, new_lines, strict=False), start=1):
+        if old != new:
+            old_text, new_text = _shown(old), _shown(new)
+            if old_text == new_text or old_text.strip() == new_text.strip():
+                old_text, new_text = repr(old_text), repr(new_text)
+            return [
+                f"first difference at line {number}",
+                f"  recorded: {old_text}",
+                f"  replayed: {new_text}",
+            ]
+    if recorded + b"\n" == replayed:
+        return ["the recorded trace lacks the newline that ends its last line"]
+    number = min(len(old_lines), len(new_lines)) + 1
+    longer, which = (
+        (old_lines, "recorded") if len(old_lines) > len(new_lines) else (new_lines, "replayed")
+    )
+    return [
+        f"first difference at line {number}: only the {which} trace goes on",
+        f"  {which}: {_shown(longer[number - 1])}",
+    ]
+
+
+def _shown(line: bytes) -> str:
+    return line.decode("utf-8", errors="replace")
+
+
+# -- explore --------------------------------------------------------------------------------------
+
+
+def _explore(arguments: argparse.Namespace) -> int:
+    scenario = find_scenario(arguments.scenario)
+    mutant = checked_mutant(arguments.mutant)
+    seed = parse_seed(arguments.seed)
+    examples = checked_positive(arguments.examples, "--examples")
+    max_faults = checked_positive(arguments.max_faults, "--max-faults")
+    found = explore_plans(
+        scenario.ref,
+        seed=seed,
+        mutant=mutant,
+        max_examples=examples,
+        max_faults=max_faults,
+    )
+    store = f" with mutant {mutant}" if mutant else ""
+    if found is None:
+        print(
+            f"explore {scenario.ref}{store}, seed {seed}: none of the "
+            f"{plural(examples, 'plan')} tried made a check fail"
+        )
+        return 0
+    violations = found.simulation.report.violations
+    print(
+        f"explore {scenario.ref}{store}, seed {seed}: the smallest failing plan has "
+        f"{plural(len(found.plan), 'fault')}, and the checks report "
+        f"{plural(found.simulation.report.violation_count, 'violation')}:"
+    )
+    for finding in violations:
+        print(f"  {finding.line()}")
+    print("\nas a command:")
+    print(f"  {found.command()}")
+    print("\nas code:")
+    print(textwrap.indent(found.code(), "  "))
+    return 1
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "list": _list,
+    "run": _run,
+    "sweep": _sweep,
+    "replay": _replay,
+    "explore": _explore,
+    "conformance": conformance_command,
+}

@@ -1,0 +1,147 @@
+"""A fault plan checked against its world before anything runs, and its faults that never fired.
+
+A fault that names a drive, a scope, an operation or a leg the world does not have cannot strike,
+and a world run under it would report a clean verdict about faults that never happened. So a plan
+is checked first: each fault against the world's declared drives and scopes, the operations a
+drive's wire carries and the numbers each field allows; the first fault that does not fit is a
+one-line error (a ``PlanError``, which the CLI turns into exit code 2).
+
+A fault that fits can still miss: the third ``begin`` of a drive that only ever sends two. Every
+fault is marked as it fires; those left unmarked at the end are reported with the verdict, and a
+scenario whose own plan documents them fails.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from driver import STORE_PORT_OPERATIONS
+
+from ._plan import (
+    PAUSE_POINTS,
+    UPSTREAM_KINDS,
+    CrashDrive,
+    DelayLeg,
+    DropLeg,
+    Evict,
+    Fault,
+    FaultPlan,
+    LateRequest,
+    PauseDrive,
+    StoreClockFault,
+    UpstreamFailure,
+)
+
+#: Every operation a drive's wire carries: the store port's, and the door's ``invoke``.
+DRIVE_OPERATIONS = (*STORE_PORT_OPERATIONS, "invoke")
+LEGS = ("request", "reply")
+
+
+class PlanError(ValueError):
+    """A fault plan that does not fit its world."""
+
+
+def check_plan(plan: FaultPlan, *, drives: Iterable[str], scopes: Iterable[str]) -> None:
+    """Refuse ``plan`` with a one-line ``PlanError`` naming its first fault that cannot strike
+    in a world of ``drives`` and ``scopes``."""
+    drives, scopes = tuple(drives), tuple(scopes)
+    clocks = 0
+    for fault in plan.faults:
+        problem = _problem(fault, drives, scopes)
+        if isinstance(fault, StoreClockFault):
+            clocks += 1
+            if clocks > 1 and problem is None:
+                problem = "the store has one clock; give one StoreClockFault"
+        if problem is not None:
+            raise PlanError(f"fault {fault!r} cannot strike: {problem}")
+
+
+def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> str | None:
+    drive_faults = DelayLeg | DropLeg | LateRequest | PauseDrive | CrashDrive
+    if isinstance(fault, drive_faults) and fault.drive not in drives:
+        return (
+            f"the world has no drive {fault.drive!r}; its drives are {', '.join(drives)} "
+            "(a world declares its drives in WorldSetup(drives=...))"
+        )
+    wire_faults = DelayLeg | DropLeg | LateRequest
+    if isinstance(fault, wire_faults) and fault.operation not in DRIVE_OPERATIONS:
+        return (
+            f"a drive sends no operation {fault.operation!r}; "
+            f"its operations are {', '.join(DRIVE_OPERATIONS)}"
+        )
+    if isinstance(fault, DelayLeg | DropLeg) and fault.leg not in LEGS:
+        return f"a call has no leg {fault.leg!r}; its legs are request and reply"
+    if isinstance(fault, DelayLeg | DropLeg | LateRequest | PauseDrive):
+        problem = _whole(fault.nth, "nth")
+        if problem is not None:
+            return problem
+    if isinstance(fault, DelayLeg | LateRequest | PauseDrive):
+        problem = _duration(fault.ms, "ms")
+        if problem is not None:
+            return problem
+    # A fault that can change nothing would be reported as fired (a pause, a clock) or as never
+    # fired (a held leg, which the wire only marks when it holds it) while nothing happened.
+    # A late request of 0 ms still changes the world: its caller gives up on it at once.
+    if isinstance(fault, DelayLeg) and fault.ms == 0:
+        return "ms=0 holds the leg for no time, which changes nothing; give ms > 0"
+    if isinstance(fault, PauseDrive) and fault.ms == 0:
+        return "ms=0 stops the drive for no time, which changes nothing; give ms > 0"
+    if isinstance(fault, PauseDrive) and fault.where not in PAUSE_POINTS:
+        return (
+            f"a walk has no pause point {fault.where!r}; its points are {', '.join(PAUSE_POINTS)}"
+        )
+    if isinstance(fault, Evict):
+        if fault.scope not in scopes:
+            return f"the world has no scope {fault.scope!r}; its scopes are {', '.join(scopes)}"
+        return _duration(fault.at_ms, "at_ms")
+    if isinstance(fault, CrashDrive):
+        return _duration(fault.at_ms, "at_ms") or _duration(fault.down_ms, "down_ms")
+    if isinstance(fault, StoreClockFault):
+        if not _number(fault.skew_ms) or not math.isfinite(fault.skew_ms):
+            return f"skew_ms={fault.skew_ms!r}; give a finite number of ms"
+        if not _number(fault.drift) or not -1 < fault.drift < 1:
+            return f"drift={fault.drift!r}; give a number above -1 and below 1"
+        if fault.skew_ms == 0 and fault.drift == 0:
+            return (
+                "with skew_ms=0 and drift=0 the store's clock runs true, which changes nothing; "
+                "give a skew, a drift or both"
+            )
+    if isinstance(fault, UpstreamFailure):
+        if fault.what not in UPSTREAM_KINDS:
+            return (
+                f"the upstream has no calls of kind {fault.what!r}; its kinds are any, page, object"
+            )
+        return _whole(fault.first, "first") or _whole(fault.count, "count")
+    return None
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _whole(value: object, name: str) -> str | None:
+    if type(value) is not int or value < 1:
+        return f"{name}={value!r}; give a whole number >= 1 (the first is 1)"
+    return None
+
+
+def _duration(value: object, name: str) -> str | None:
+    if not (isinstance(value, int | float) and _number(value) and math.isfinite(value)) or (
+        value < 0
+    ):
+        return f"{name}={value!r}; give a finite number of ms >= 0"
+    return None
+
+
+def unfired_line(unfired: tuple[Fault, ...], *, given: bool = False) -> str:
+    """``1 fault never fired: DelayLeg(...)`` — what a verdict says about them (``given``: of a
+    plan given in place of the scenario's own, which says what the world was to test)."""
+    count = len(unfired)
+    faults = "; ".join(repr(fault) for fault in unfired)
+    if given:
+        return (
+            f"{count} fault{'' if count == 1 else 's'} of the given plan never fired, so the "
+            f"world did not test {'it' if count == 1 else 'them'}: {faults}"
+        )
+    return f"{count} fault{'' if count == 1 else 's'} never fired: {faults}"

@@ -1,0 +1,218 @@
+"""The checks drawn once the whole trace is read: a BEGIN with no handler, the overlaps of two
+passes of one run (each placed in a window the spec documents, or a violation), runs failed with no
+handler ever invoked, effects that landed twice, and runs that never settled."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from driver import iso_from_ms
+
+from .._numbers import ms
+from ._passes import Pass, Run, end_of
+from ._report import Finding, short
+
+
+class Conclusions:
+    """The checker's last rules, over what its replay collected (the attributes below)."""
+
+    findings: list[Finding]
+    runs: dict[tuple[str, str], Run]
+    passes: dict[str, Pass]
+    passes_of: dict[str, list[Pass]]
+    effects: dict[str, list[tuple[str, str, float]]]
+    end_t: float
+    end_runs: list[tuple[str, dict[str, Any]]]
+
+    def violation(self, check: str, run: str | None, t: float, text: str) -> None:
+        raise NotImplementedError
+
+    def explained(self, check: str, run: str | None, t: float, text: str) -> None:
+        raise NotImplementedError
+
+    def conclude(self, *, settles: bool) -> None:
+        for run_id, passes in self.passes_of.items():
+            self.begins_without_handler(passes)
+            self.overlaps(run_id, passes)
+        self.failed_without_invocation()
+        self.duplicate_effects()
+        if settles:
+            for _, row in self.end_runs:
+                if row["status"] == "running":
+                    self.violation(
+                        "runs-settle",
+                        row["id"],
+                        self.end_t,
+                        f"the run is still running at the end (attempts {row['attempts']}, "
+                        f"last error {row['last_error']!r}), in a world that settles (its scenario "
+                        "says settles=True: every fault is bounded, so every run must end)",
+                    )
+
+    def begins_without_handler(self, passes: list[Pass]) -> None:
+        for p in passes:
+            if p.begin_t is None or p.invoke_t is not None:
+                continue
+            if p.begin_reply_lost:
+                self.explained(
+                    "handler-iff-begin",
+                    p.run,
+                    p.begin_t,
+                    f"BEGIN of {short(p.owner)} (drive {p.drive}) was written but its reply was "
+                    "lost, so the handler never ran; the pass counts as begun and a takeover "
+                    "charges it (the spec: a crash between BEGIN and the handler)",
+                )
+            elif p.crashed:
+                self.explained(
+                    "handler-iff-begin",
+                    p.run,
+                    p.begin_t,
+                    f"drive {p.drive} was killed between BEGIN of {short(p.owner)} and its "
+                    "handler; the pass counts as begun and a takeover charges it",
+                )
+            elif p.begin_delivered_t is None:
+                self.explained(
+                    "handler-iff-begin",
+                    p.run,
+                    p.begin_t,
+                    f"BEGIN of {short(p.owner)} (drive {p.drive}) was written and its reply was "
+                    "still in flight when the world ended",
+                )
+            else:
+                self.violation(
+                    "handler-iff-begin",
+                    p.run,
+                    p.begin_t,
+                    f"BEGIN of {short(p.owner)} (drive {p.drive}) wrote and its reply arrived at "
+                    f"{ms(p.begin_delivered_t)} ms, but the handler was never invoked",
+                )
+
+    def overlaps(self, run_id: str, passes: list[Pass]) -> None:
+        """A double run: two passes of one run both invoked the handler, and the older one's
+        handler was still running (or not yet started) when the newer one claimed the run."""
+        ran = sorted((p for p in passes if p.invoke_t is not None), key=lambda p: p.claim_t)
+        # Sorted by claim, the passes that overlap a stale one are the run of those that follow it
+        # and claimed before its handler ended: stop at the first that claimed after, so the cost
+        # is the number of overlapping pairs, not the square of the number of passes.
+        for i, stale in enumerate(ran):
+            stale_end = end_of(stale, self.end_t)
+            for fresh in ran[i + 1 :]:
+                if stale_end <= fresh.claim_t:
+                    break
+                self.classify_overlap(run_id, stale, fresh)
+
+    def classify_overlap(self, run_id: str, stale: Pass, fresh: Pass) -> None:
+        assert stale.invoke_t is not None
+        assert fresh.invoke_t is not None
+        start = min(stale.invoke_t, fresh.invoke_t)
+        both = (
+            f"double run: pass {short(stale.owner)} (drive {stale.drive}) ran the handler from "
+            f"{ms(stale.invoke_t)} to {ms(end_of(stale, self.end_t))} ms and pass "
+            f"{short(fresh.owner)} (drive {fresh.drive}) from {ms(fresh.invoke_t)} to "
+            f"{ms(end_of(fresh, self.end_t))} ms, on one run"
+        )
+        expiry = stale.last_renewal_store_ms + stale.lease_ms
+        expired_at, taken_at = iso_from_ms(expiry), iso_from_ms(fresh.claim_store_ms)
+        if fresh.claim_store_ms < expiry:
+            self.violation(
+                "double-run",
+                run_id,
+                start,
+                f"{both}, and the takeover came at {taken_at} before the stale "
+                f"lease expired at {expired_at}: no window of the spec allows that",
+            )
+        elif stale.invoke_t >= fresh.claim_t:
+            began = stale.begin_t or stale.claim_t
+            late = (stale.begin_delivered_t or stale.invoke_t) - began
+            self.explained(
+                "double-run",
+                run_id,
+                start,
+                f"{both}. Late BEGIN reply: {short(stale.owner)}'s BEGIN was written at "
+                f"{ms(began)} ms and its reply took {ms(late)} ms, past the margin, so its "
+                f"lease expired at {expired_at} and drive {fresh.drive} took the run over at "
+                f"{taken_at} before the stale handler even started. The stale "
+                "pass stops at its next step boundary or outcome (the spec's at-least-once window)",
+            )
+        else:
+            gap = fresh.claim_store_ms - stale.last_renewal_store_ms
+            self.explained(
+                "double-run",
+                run_id,
+                start,
+                f"{both}. A stretch longer than the lease: {short(stale.owner)} went {gap} ms of "
+                f"store time without reaching a step boundary (lease {stale.lease_ms} ms), so "
+                f"drive {fresh.drive} took the run over; the stale pass stops at its next step "
+                "boundary or outcome (the spec's at-least-once window)",
+            )
+
+    def failed_without_invocation(self) -> None:
+        for scope, row in self.end_runs:
+            if row["status"] != "failed":
+                continue
+            run_id = row["id"]
+            if any(p.invoke_t is not None for p in self.passes_of.get(run_id, [])):
+                continue
+            model = self.runs.get((scope, run_id))
+            reason = model.failed_by if model is not None else None
+            if reason is None:
+                # A copy (an import, id and all) failed where it ran: its reason is that scope's.
+                reason = next(
+                    (
+                        r.failed_by
+                        for (_, rid), r in self.runs.items()
+                        if rid == run_id and r.failed_by
+                    ),
+                    None,
+                )
+            if reason in ("admission exhaustion", "erasure", "an import into another scope"):
+                self.explained(
+                    "failed-without-invocation",
+                    run_id,
+                    self.end_t,
+                    f"the run failed with no handler ever invoked, by {reason}: "
+                    f"{row['last_error']!r}",
+                )
+            elif reason == "takeover exhaustion":
+                self.explained(
+                    "failed-without-invocation",
+                    run_id,
+                    self.end_t,
+                    "the run failed with no handler ever invoked, by takeover exhaustion: every "
+                    "begun pass died between BEGIN and its handler (a lost BEGIN reply or a crash)",
+                )
+            else:
+                self.violation(
+                    "failed-without-invocation",
+                    run_id,
+                    self.end_t,
+                    f"the run failed with no handler ever invoked and no reason the spec gives: "
+                    f"{row['last_error']!r}",
+                )
+
+    def duplicate_effects(self) -> None:
+        recorded_by: dict[str, int] = defaultdict(int)
+        for p in self.passes.values():
+            for step in p.recorded:
+                recorded_by[f"{p.run}/{step.removeprefix('object-')}"] += 1
+        for key, effects in self.effects.items():
+            if len(effects) < 2:
+                continue
+            drives = ", ".join(sorted({drive for drive, _, _ in effects}))
+            if recorded_by[key] <= 1:
+                self.explained(
+                    "effects",
+                    key.split("/")[0],
+                    effects[1][2],
+                    f"effect {key} landed {len(effects)} times (drives {drives}) but its step "
+                    "was recorded at most once: the at-least-once window of a step body (an "
+                    "effect that landed before its step was recorded)",
+                )
+            else:
+                self.violation(
+                    "effects",
+                    key.split("/")[0],
+                    effects[1][2],
+                    f"effect {key} landed {len(effects)} times and its step was recorded "
+                    f"{recorded_by[key]} times: a completed step ran again",
+                )

@@ -1,0 +1,303 @@
+"""The kernel model's drive rules: which runs a drive call claims and how often, a fresh owner and
+the job's lease per claim, the claim's reply (a takeover, one that used the last attempt), the
+BEGIN-or-miss decision on the drive's own measured wait, and the drive's report.
+"""
+
+from __future__ import annotations
+
+from driver import JOB_DRIVE_LIMIT, JOB_LEASE_ENTRY_MARGIN, JOB_LEASE_MS
+
+from .._numbers import ms
+from ._records import KernelRecords, PassModel, Policy, Row, TickModel
+
+#: The measured wait and the BEGIN threshold are compared on trace times rounded to the
+#: microsecond; within this much of the boundary either decision is the spec's.
+_EPSILON_MS = 0.01
+
+
+class DriveRules(KernelRecords):
+    """Follows drive calls and the claim, BEGIN and miss of each pass."""
+
+    def on_register(self, e: Row) -> None:
+        lease = e["lease_ms"] if e["lease_ms"] is not None else JOB_LEASE_MS
+        self.jobs[(e["drive"], e["module_id"], e["job"])] = (Policy.of(e["retry"]), lease)
+
+    def on_drive_call(self, e: Row) -> None:
+        limit = e["limit"] if e["limit"] is not None else JOB_DRIVE_LIMIT
+        self.ticks[(e["drive"], e["scope"])] = TickModel(
+            e["drive"], e["scope"], e["max_passes"], limit
+        )
+
+    def on_due_reply(self, e: Row) -> None:
+        tick = self.ticks.get((e["link"], e["scope"]))
+        if tick is None or tick.picked is not None or e["ev"] != "rpc.deliver":
+            return
+        picked: list[str] = []
+        for key in e.get("result") or []:
+            if len(picked) >= tick.limit:
+                break
+            if key["id"] in picked or (tick.drive, key["module_id"], key["job"]) not in self.jobs:
+                if key["id"] not in picked:
+                    self.probe("drive.unregistered-skipped")
+                continue
+            picked.append(key["id"])
+        if len(e.get("result") or []) > len(picked) and len(picked) == tick.limit:
+            self.probe("drive.limit-reached")
+        tick.picked = picked
+
+    def on_claim_send(self, e: Row) -> None:
+        run_id, owner, lease_ms = e["args"][0], e["args"][1], e["args"][2]
+        drive, scope = e["link"], e["scope"]
+        if owner in self.owners:
+            self.report(
+                "fresh-owner",
+                run_id,
+                e["t"],
+                f"drive {drive} claimed with owner {owner}, which an earlier claim already used: "
+                "every claim mints a fresh owner, so a stale pass's writes can never pass as "
+                "the new holder's",
+            )
+        self.owners.add(owner)
+        tick = self.ticks.get((drive, scope))
+        job = self._job_of(drive, tick, run_id)
+        policy, lease = job if job is not None else (Policy(), lease_ms)
+        if job is not None and lease_ms != lease:
+            self.report(
+                "lease-ms",
+                run_id,
+                e["t"],
+                f"drive {drive} claimed with a {lease_ms} ms lease; the job registered {lease} ms",
+            )
+        if tick is not None:
+            self._check_turn(tick, run_id, e["t"])
+        p = PassModel(owner, run_id, drive, scope, lease_ms, policy, tick, e["t"])
+        self.passes[owner] = p
+
+    def _job_of(self, drive: str, tick: TickModel | None, run_id: str) -> tuple[Policy, int] | None:
+        key = self.run_keys.get(run_id)
+        if key is None:
+            return None
+        return self.jobs.get((drive, key[0], key[1]))
+
+    def _check_turn(self, tick: TickModel, run_id: str, t: float) -> None:
+        picked = tick.picked or []
+        if run_id not in picked:
+            self.report(
+                "drive-selection",
+                run_id,
+                t,
+                f"drive {tick.drive} claimed a run its snapshot did not pick (picked "
+                f"{len(picked)} of at most {tick.limit}, registered jobs only, each id once)",
+            )
+            return
+        count = tick.passes.get(run_id, 0)
+        if count:
+            if tick.last_status.get(run_id) != "advanced":
+                self.report(
+                    "drive-passes",
+                    run_id,
+                    t,
+                    f"drive {tick.drive} claimed the run again after a pass that did not advance "
+                    f"({tick.last_status.get(run_id)}); only an advanced pass earns another",
+                )
+            elif count >= tick.max_passes:
+                self.report(
+                    "drive-passes",
+                    run_id,
+                    t,
+                    f"drive {tick.drive} claimed the run a {count + 1}th time in one call with "
+                    f"max_passes={tick.max_passes}",
+                )
+            else:
+                self.probe("drive.second-pass")
+        else:
+            expected = [r for r in picked if r not in tick.claimed]
+            if expected and expected[0] != run_id:
+                self.report(
+                    "drive-selection",
+                    run_id,
+                    t,
+                    f"drive {tick.drive} claimed runs out of its snapshot's order: run "
+                    f"{expected[0][-6:]} was due first",
+                )
+            tick.claimed.append(run_id)
+        tick.passes[run_id] = count + 1
+
+    def on_claim_reply(self, e: Row, p: PassModel) -> None:
+        if e["ev"] != "rpc.deliver":
+            p.ended = True
+            return
+        result = e.get("result")
+        p.claim_delivered_t = e["t"]
+        if result is None:
+            p.ended = True
+            if p.tick is not None:
+                p.tick.last_status[p.run] = "lost"
+            return
+        p.row, p.takeover = dict(result["run"]), result["takeover"]
+        if p.tick is not None:
+            p.tick.runs_won.add(p.run)
+        if p.takeover:
+            self.probe("takeover.begun")
+        if p.takeover and p.row["attempts"] >= p.job.max_attempts:
+            p.exhausted = True
+            self.probe("takeover.exhausted")
+            row = p.row
+            p.expected = {
+                "op": "patch",
+                "status": "failed",
+                "cursor": row["cursor"],
+                "counters": row["counters"],
+                "attempts": row["attempts"],
+                "last_error": row["last_error"],
+                "next": None,
+                "ended": True,
+                "rule": "a takeover that charged the dead pass its last attempt fails the run "
+                "without invoking the handler",
+                "outcome": "failed",
+            }
+
+    def on_claim_won(self, e: Row) -> None:
+        p = self.passes.get(e["owner"])
+        if p is not None and p.row is not None and e["takeover"] != p.takeover:
+            self.report(
+                "takeover",
+                p.run,
+                e["t"],
+                f"the drive reported takeover={e['takeover']} for a claim the store answered "
+                f"takeover={p.takeover}",
+            )
+
+    def _admission(self, p: PassModel, op: str, t: float) -> None:
+        """The drive's BEGIN-or-miss decision on its own measured wait."""
+        if p.claim_delivered_t is None or p.row is None:
+            return
+        if p.exhausted:
+            self.report(
+                "takeover-exhausted",
+                p.run,
+                t,
+                f"pass {p.owner[-6:]} sent {op} after a takeover that used the job's last "
+                f"attempt ({p.row['attempts']} of {p.job.max_attempts}): the run must fail "
+                "without its handler",
+            )
+            p.exhausted = False
+            p.expected = None
+            return
+        waited = p.claim_delivered_t - p.claim_sent_t
+        left = p.lease_ms - waited
+        margin = p.lease_ms * JOB_LEASE_ENTRY_MARGIN
+        if op == "begin" and left <= margin - _EPSILON_MS:
+            self.report(
+                "begin-admission",
+                p.run,
+                t,
+                f"drive {p.drive} sent BEGIN with {ms(left)} ms of its lease left by its own "
+                f"count, not more than the margin of {ms(margin)} ms: it must miss instead",
+            )
+        if op == "miss" and not p.begun and left > margin + _EPSILON_MS and not p.begin_refused:
+            self.report(
+                "begin-admission",
+                p.run,
+                t,
+                f"drive {p.drive} missed its admission with {ms(left)} ms of its lease left, more "
+                f"than the margin of {ms(margin)} ms, without BEGIN refusing",
+            )
+        if op == "miss" and p.begun:
+            self.report(
+                "miss-after-begin",
+                p.run,
+                t,
+                f"drive {p.drive} recorded an admission miss for pass {p.owner[-6:]} after its "
+                "BEGIN wrote: a begun pass runs its handler",
+            )
+
+    def on_begin_send(self, e: Row, p: PassModel) -> None:
+        self._admission(p, "begin", e["t"])
+        margin = e["args"][2]
+        if margin != p.lease_ms * JOB_LEASE_ENTRY_MARGIN:
+            self.report(
+                "begin-margin",
+                p.run,
+                e["t"],
+                f"BEGIN was sent with a margin of {margin} ms; the margin is a quarter of the "
+                f"{p.lease_ms} ms lease",
+            )
+
+    def on_begin_reply(self, e: Row, p: PassModel) -> None:
+        if e["ev"] == "rpc.deliver" and e.get("result") is True:
+            p.begun = True
+            if p.tick is not None and p.tick.passes.get(p.run) == 1:
+                p.tick.runs_begun.add(p.run)
+        elif e["ev"] == "rpc.deliver":
+            p.begin_refused = True
+            self.probe("begin.refused")
+        else:
+            p.ended = True
+
+    def on_miss_send(self, e: Row, p: PassModel) -> None:
+        self._admission(p, "miss", e["t"])
+        self.probe("admission.miss")
+        if p.tick is not None:
+            p.tick.last_status[p.run] = "missed"
+        p.ended = True
+
+    def on_miss_reply(self, e: Row, p: PassModel) -> None:
+        if e["ev"] == "rpc.deliver" and p.tick is not None:
+            # A miss ran no handler: superseded, except the one that failed the run (the tenth).
+            result = e.get("result")
+            p.tick.tally("failed" if result is not None and result.get("failed") else "superseded")
+
+    def on_handler_invoke(self, e: Row) -> None:
+        p = self.passes.get(e["owner"])
+        if p is None:
+            return
+        p.handler = True
+        self.current[(p.drive, p.run)] = p
+        if p.exhausted:
+            self.report(
+                "takeover-exhausted",
+                p.run,
+                e["t"],
+                "the handler was invoked after a takeover used the job's last attempt",
+            )
+            p.exhausted = False
+            p.expected = None
+
+    def on_drive_report(self, e: Row) -> None:
+        tick = self.ticks.pop((e["drive"], e["scope"]), None)
+        if tick is None:
+            return
+        report = e["report"]
+        wrong = []
+        for status in ("advanced", "completed", "retrying", "failed", "deferred", "superseded"):
+            if report[status] != tick.outcomes.get(status, 0):
+                wrong.append(f"{status} {report[status]}, not {tick.outcomes.get(status, 0)}")
+        if report["attempted"] != len(tick.runs_begun):
+            wrong.append(
+                f"attempted {report['attempted']}, though {len(tick.runs_begun)} run(s) began "
+                "their first pass of the call (a run is attempted when its handler ran)"
+            )
+        charged = report["retrying"] + report["failed"]
+        if len(report["errors"]) < charged:
+            wrong.append(
+                f"{len(report['errors'])} error entries for {charged} run(s) left retrying or "
+                "failed (each carries the error written on its record)"
+            )
+        if wrong:
+            self.report(
+                "drive-report",
+                None,
+                e["t"],
+                f"drive {tick.drive}'s report on {tick.scope} says {'; '.join(wrong)}",
+            )
+        picked = tick.picked or []
+        unclaimed = [r for r in picked if r not in tick.claimed]
+        if unclaimed:
+            self.report(
+                "drive-selection",
+                unclaimed[0],
+                e["t"],
+                f"drive {tick.drive} picked {len(unclaimed)} run(s) in its snapshot and never "
+                "claimed them",
+            )

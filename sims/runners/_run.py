@@ -1,0 +1,193 @@
+"""Running a world: the seed goes into Trio's scheduler and every stream before anything runs.
+
+``run_world`` is synchronous: it owns its ``trio.run``, on a ``VirtualClock`` that the host's
+network jumps as soon as no task can run, so a simulated hour costs what its events cost and
+nothing more.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from driver import JobRun
+from scopehost import (
+    DatabaseFactory,
+    ScopeDatabase,
+    StoreClock,
+    VirtualClock,
+    describe,
+    open_scope_host,
+)
+
+from .._seeds import require_seed
+from .._trace import TRACE_FORMAT, Trace
+from ..faults._check import check_plan
+from ..faults._plan import NO_FAULTS, Fault, FaultPlan, StoreClockFault, UpstreamFailure
+from ..mutants._ablation import ablated
+from ..oracle._checks import TraceChecker
+from ..oracle._report import CheckReport
+from ..world._scheduling import seed_scheduler
+from ..world._upstream import Upstream
+from ..world._world import World, undeclared_scope
+
+
+@attrs.frozen(kw_only=True)
+class WorldSetup:
+    """What a world is made of before its scenario drives it."""
+
+    scopes: tuple[str, ...] = ("scope-1",)
+    #: The drives the world may add; a fault plan is checked against these names.
+    drives: tuple[str, ...] = ("cron", "alarm")
+    lease_ms: int = 1_000
+    objects: int = 10
+    plan: FaultPlan = NO_FAULTS
+    trace: bool = True
+    directory: Path | None = None
+    database: DatabaseFactory = ScopeDatabase
+    #: Called with every event as it happens, kept or not (a progress line, a live check).
+    listeners: tuple[Callable[[dict[str, Any]], None], ...] = ()
+
+
+@attrs.frozen
+class WorldOutcome:
+    """What a finished world leaves: its trace, its runs and effects, the upstream's counts."""
+
+    seed: int
+    setup: WorldSetup
+    trace: Trace
+    runs: dict[str, list[JobRun]]
+    effects: dict[str, Counter[str]]
+    fetched: Counter[int]
+    report: CheckReport
+    #: The plan's faults that never struck, in plan order.
+    unfired: tuple[Fault, ...] = ()
+
+
+def run_world(
+    seed: int,
+    setup: WorldSetup,
+    drive: Callable[[World], Awaitable[None]],
+    *,
+    settles: bool = True,
+    meta: dict[str, Any] | None = None,
+) -> WorldOutcome:
+    """Build a world from ``seed`` and ``setup``, let ``drive`` run it, and collect the outcome,
+    checked live against the spec's invariants (``settles``: every run must have ended)."""
+    seed = require_seed(seed)
+    check_plan(setup.plan, drives=setup.drives, scopes=setup.scopes)
+    seed_scheduler(seed)
+    # Time moves only when the host's network jumps it (jump_clock=True below).
+    clock = VirtualClock()
+    # A mutant made of source ablations breaks the real code for this world only.
+    with ablated(*getattr(setup.database, "ablations", ())):
+        result: WorldOutcome = trio.run(
+            partial(_main, seed, setup, drive, settles, meta or {}), clock=clock
+        )
+    return result
+
+
+def _store_clock(plan: FaultPlan) -> StoreClock:
+    skew, drift = 0.0, 0.0
+    for fault in plan.of(StoreClockFault):
+        assert isinstance(fault, StoreClockFault)
+        skew, drift = fault.skew_ms, fault.drift
+    return StoreClock(skew_ms=skew, drift=drift)
+
+
+async def _main(
+    seed: int,
+    setup: WorldSetup,
+    drive: Callable[[World], Awaitable[None]],
+    settles: bool,
+    meta: dict[str, Any],
+) -> WorldOutcome:
+    checker = TraceChecker()
+    trace = Trace(
+        enabled=setup.trace,
+        listeners=[checker.observe, *setup.listeners],
+        now=trio.lowlevel.current_clock().current_time,
+    )
+    trace.record(
+        "world.begin",
+        {"format": TRACE_FORMAT, "seed": seed, "plan": repr(setup.plan), **meta},
+    )
+    upstream = Upstream(setup.objects, _failing_calls(setup.plan))
+
+    async with open_scope_host(
+        setup.directory,
+        clock=_store_clock(setup.plan),
+        observer=trace.record,
+        # The world's own reads (over the host's direct link) are not part of what is simulated;
+        # its writes (an erasure, an import) are, and the oracle follows them.
+        observe_direct=_WORLD_WRITES,
+        rng=random.Random(f"{seed}/host"),
+        database=setup.database,
+        # The world is the whole run and nothing in it waits for all tasks to block.
+        jump_clock=True,
+    ) as host:
+        async with trio.open_nursery() as nursery:
+            world = World(
+                seed=seed,
+                host=host,
+                trace=trace,
+                plan=setup.plan,
+                nursery=nursery,
+                lease_ms=setup.lease_ms,
+                upstream=upstream,
+                drive_names=setup.drives,
+                scope_names=setup.scopes,
+            )
+            world.schedule_faults()
+            await drive(world)
+            nursery.cancel_scope.cancel()
+        # A run started in a scope the world never declared (through a driver, past the world's
+        # own methods) would escape the checks below, which read the declared scopes only.
+        for scope, _ in checker.runs:
+            if scope not in setup.scopes:
+                raise ValueError(undeclared_scope(scope, setup.scopes))
+        for scope in setup.scopes:
+            await world.sync(scope)
+        runs = {scope: await world.runs(scope) for scope in setup.scopes}
+        effects = {scope: await world.effects(scope) for scope in setup.scopes}
+        unfired = _unfired(setup.plan, world.fired, upstream.refused)
+        if unfired:
+            trace.record("world.unfired", {"faults": [repr(fault) for fault in unfired]})
+        trace.record(
+            "world.end",
+            {"runs": {scope: describe(rows) for scope, rows in runs.items()}},
+        )
+    report = checker.report(settles=settles)
+    return WorldOutcome(seed, setup, trace, runs, effects, upstream.fetched, report, unfired)
+
+
+def _unfired(
+    plan: FaultPlan, fired: set[Fault], refused: set[tuple[str, int]]
+) -> tuple[Fault, ...]:
+    def struck(fault: Fault) -> bool:
+        if isinstance(fault, UpstreamFailure):
+            calls = range(fault.first, fault.first + fault.count)
+            return any((fault.what, n) in refused for n in calls)
+        return fault in fired
+
+    return tuple(fault for fault in plan.faults if not struck(fault))
+
+
+#: What a world writes over the host's direct link: traced, since it changes the rows the oracle
+#: follows (its reads there are not part of what is simulated).
+_WORLD_WRITES = frozenset({"shred_subject", "import_dump", "start_or_join"})
+
+
+def _failing_calls(plan: FaultPlan) -> frozenset[tuple[str, int]]:
+    failing: set[tuple[str, int]] = set()
+    for fault in plan.of(UpstreamFailure):
+        assert isinstance(fault, UpstreamFailure)
+        failing.update((fault.what, n) for n in range(fault.first, fault.first + fault.count))
+    return frozenset(failing)

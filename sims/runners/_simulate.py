@@ -1,0 +1,196 @@
+"""``simulate(scenario, seed)``: one scenario, one seed, checked — what ``run``, ``sweep``,
+``explore``, the pytest helper and the tests all call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import attrs
+
+from scopehost import DatabaseFactory
+
+from .._seeds import require_seed
+from .._trace import Trace
+from ..faults._check import unfired_line
+from ..faults._plan import FaultPlan
+from ..mutants._catalog import MUTANTS
+from ..oracle._report import CheckReport, Finding
+from ..scenarios import _catalog  # noqa: F401  (registers the scenarios)
+from ..scenarios._registry import (
+    SCENARIOS,
+    Scenario,
+    ScenarioRef,
+    display_path,
+    find_scenario,
+    returned_lines,
+)
+from ._outcome import Simulation
+from ._run import run_world
+
+
+def _mutant_name(database: DatabaseFactory | None) -> str | None:
+    """``database``'s name in ``MUTANTS``; None for the real store or one of the caller's own."""
+    for name, mutant in MUTANTS.items():
+        if mutant is database:
+            return name
+    return None
+
+
+def _custom_store_name(database: DatabaseFactory | None) -> str | None:
+    """The Python name of a store factory of the caller's own; None for none or a mutant."""
+    if database is None or _mutant_name(database) is not None:
+        return None
+    return getattr(database, "__qualname__", None) or repr(database)
+
+
+def scenario_names() -> list[str]:
+    """The built-in scenarios' names."""
+    return list(SCENARIOS)
+
+
+def simulate(
+    scenario: str | ScenarioRef,
+    seed: int,
+    *,
+    plan: FaultPlan | None = None,
+    mutant: str | None = None,
+    database: DatabaseFactory | None = None,
+    keep_trace: bool | None = None,
+    observe: Callable[[dict[str, Any]], None] | None = None,
+) -> Simulation:
+    """Run ``scenario`` (``NAME``, ``FILE.py:NAME`` or a :class:`ScenarioRef`) with ``seed``.
+
+    ``plan`` replaces the scenario's fault plan (its documented expectation is then not asserted,
+    only the invariants and the scenario's own checks). ``mutant`` names a deliberately broken
+    store from ``MUTANTS`` (``database`` swaps in any store factory; a world on one of your own
+    has no command line, so its ``replay_command`` is the Python call). ``observe`` sees every
+    event as it happens, kept or not."""
+    seed = require_seed(seed)
+    ref = scenario if isinstance(scenario, ScenarioRef) else ScenarioRef.parse(scenario)
+    found = find_scenario(ref)
+    if mutant is not None:
+        if mutant not in MUTANTS:
+            raise ValueError(f"no mutant {mutant!r}; the mutants are: {', '.join(MUTANTS)}")
+        if database is not None and database is not MUTANTS[mutant]:
+            raise ValueError(f"mutant={mutant!r} and a database were both given; pass one")
+        database = MUTANTS[mutant]
+    setup = found.setup(seed)
+    if plan is not None:
+        setup = attrs.evolve(setup, plan=plan)
+    if database is not None:
+        setup = attrs.evolve(setup, database=database)
+    if keep_trace is not None:
+        setup = attrs.evolve(setup, trace=keep_trace)
+    if found.checks:
+        # The user's checks read the trace, so it is kept.
+        setup = attrs.evolve(setup, trace=True)
+    if observe is not None:
+        setup = attrs.evolve(setup, listeners=(*setup.listeners, observe))
+    shown = str(ref)
+    mutant_name = _mutant_name(database)
+    custom_store = _custom_store_name(database)
+    meta = {
+        "scenario": ref.recorded,
+        "plan_overridden": plan is not None,
+        # A trace names a custom store too: replaying it is refused by that name, rather than
+        # run on another store and reported as a world that came out differently.
+        "mutant": mutant_name if custom_store is None else custom_store,
+    }
+    with _users_code(found, seed):
+        outcome = run_world(seed, setup, found.drive, settles=found.settles, meta=meta)
+        report = with_user_checks(outcome.report, found, outcome.trace)
+    simulation = Simulation(
+        shown,
+        seed,
+        outcome,
+        report,
+        mutant=mutant_name,
+        plan=repr(plan) if plan is not None else None,
+        custom_store=custom_store,
+    )
+    # A replaced plan is not held to the scenario's documented outcome. Its faults are held to
+    # firing all the same, by the one rule every entry point (run, sweep, sims_worlds) shares: a
+    # plan given to a test or to run names what the world is to test, and a fault of it that
+    # never fired is a world that did not test it. Only a scenario that declares
+    # faults_must_fire=False (its worlds differ by seed, so a fault may miss) lets one pass.
+    mismatches: list[str] = []
+    if plan is None:
+        # The expect is the user's code too: what it raises, or a return that is not its lines,
+        # is told as the world's error, not as a traceback out of the simulator.
+        with _users_code(found, seed):
+            mismatches = returned_lines("expect", found.expect, found.expect(simulation))
+    if found.faults_must_fire and outcome.unfired:
+        mismatches.append(unfired_line(outcome.unfired, given=plan is not None))
+    return attrs.evolve(simulation, mismatches=tuple(mismatches))
+
+
+@contextmanager
+def _users_code(scenario: Scenario, seed: int) -> Iterator[None]:
+    """What a user's scenario raises inside, as a :class:`WorldError`."""
+    try:
+        yield
+    except Exception as error:
+        if scenario.source is None:
+            raise  # the simulator's own scenario: a bug of ours, and its traceback is wanted
+        raise WorldError(scenario, seed, error) from error
+
+
+class WorldError(ValueError):
+    """A user's scenario raised (its drive function or one of its checks): said in one line, with
+    the place in the user's file; the original exception is chained, and is ``error`` (None once
+    the error has crossed from a sweep's worker process, where only its line travels)."""
+
+    error: BaseException | None
+
+    def __init__(self, scenario: Scenario, seed: int, error: BaseException) -> None:
+        self.error = _innermost(error)
+        where = ""
+        if scenario.source is not None:
+            lines = [line for file, line in _frames(self.error) if file == scenario.source]
+            if lines:
+                where = f" at {display_path(scenario.source)}:{lines[-1]}"
+        super().__init__(
+            f"scenario {scenario.ref} raised{where} with seed {seed}: "
+            f"{type(self.error).__name__}: {self.error}"
+        )
+
+
+def world_error_of_line(line: str) -> WorldError:
+    """A ``WorldError`` that says ``line``, for one raised in another process (a sweep's worker)
+    whose original exception stayed there."""
+    error = WorldError.__new__(WorldError)
+    ValueError.__init__(error, line)
+    error.error = None
+    return error
+
+
+def _innermost(error: BaseException) -> BaseException:
+    """A lone exception out of Trio's nurseries, unwrapped from its exception groups."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
+def _frames(error: BaseException) -> list[tuple[str, int]]:
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    return frames
+
+
+def with_user_checks(report: CheckReport, scenario: Scenario, trace: Trace) -> CheckReport:
+    """``report`` with what ``scenario``'s own checks find in ``trace`` added."""
+    if not scenario.checks:
+        return report
+    end = trace.events[-1]["t"] if trace.events else 0.0
+    found: list[Finding] = []
+    for check in scenario.checks:
+        name = getattr(check, "__name__", "user-check").replace("_", "-")
+        for text in returned_lines("check", check, check(trace)):
+            found.append(Finding(name, "violation", None, end, text))
+    # evolve, not a new report: the probes (and anything else the checks found) are kept.
+    return attrs.evolve(report, findings=(*report.findings, *found))

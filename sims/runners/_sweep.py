@@ -1,0 +1,232 @@
+"""Sweeps: one scenario over a range of seeds, in parallel processes, summarised.
+
+Each seed is an independent world, so a sweep is embarrassingly parallel; a worker returns only a
+small, picklable summary of its world, never its trace, and the summary says how to replay any
+seed that did not come out as documented.
+"""
+
+from __future__ import annotations
+
+import builtins
+import multiprocessing
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from typing import TextIO
+
+import attrs
+
+from .._numbers import plural
+from .._seeds import sweep_seeds
+from ..mutants._catalog import MUTANTS
+from ..oracle._probes import probe_lines
+from ..scenarios._registry import ScenarioRef, find_scenario
+from ._dask import run_on_cluster
+from ._outcome import replay_command
+from ._simulate import simulate, world_error_of_line
+
+#: How many of a failing seed's findings a sweep's report lists (the rest are counted).
+_SHOWN_PER_SEED = 3
+
+
+@attrs.frozen
+class SeedSummary:
+    """What a sweep keeps of one seed's world."""
+
+    seed: int
+    violations: tuple[str, ...]
+    mismatches: tuple[str, ...]
+    explained: tuple[str, ...]
+    rpcs: int
+    #: The coverage probes this seed's world hit, with how often.
+    probes: tuple[tuple[str, int], ...] = ()
+    #: The kind of each fault of the seed's plan that never fired, in plan order.
+    unfired: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and not self.mismatches
+
+
+@attrs.frozen(kw_only=True)
+class SweepReport:
+    scenario: str
+    mutant: str | None
+    seeds: tuple[SeedSummary, ...]
+    seconds: float
+    #: The scenario's own declaration: whether a fault of its plan that never fired fails its seed
+    #: (it then does, as it fails a single run), or is only counted.
+    faults_must_fire: bool
+
+    @property
+    def failing(self) -> tuple[SeedSummary, ...]:
+        return tuple(s for s in self.seeds if not s.ok)
+
+    def replay_command(self, seed: int) -> str:
+        return replay_command(self.scenario, seed, mutant=self.mutant)
+
+    def lines(self) -> Iterator[str]:
+        total = len(self.seeds)
+        rate = total / self.seconds if self.seconds else float("inf")
+        yield (
+            f"sweep {self.scenario}{' with mutant ' + self.mutant if self.mutant else ''}: "
+            f"{plural(total, 'seed')} in {self.seconds:.1f} s ({rate:.1f} seeds/s), "
+            f"{total - len(self.failing)} as documented, {len(self.failing)} not"
+        )
+        explained = Counter(check for s in self.seeds for check in s.explained)
+        for check, count in sorted(explained.items()):
+            yield f"  explained by the spec: {count} × {check}"
+        yield from probe_lines(self.seeds)
+        yield from self._unfired_lines()
+        for summary in self.failing:
+            yield f"  seed {summary.seed}: {self.replay_command(summary.seed)}"
+            found = (*summary.violations, *summary.mismatches)
+            for text in found[:_SHOWN_PER_SEED]:
+                yield f"      {text}"
+            if len(found) > _SHOWN_PER_SEED:
+                more = len(found) - _SHOWN_PER_SEED
+                yield f"      … and {more} more, not listed here: the command above shows them all"
+
+    def _unfired_lines(self) -> Iterator[str]:
+        """How many faults never fired, in how many seeds, by kind: a fault that never fires
+        tests nothing, and a sweep that said nothing of it would pass for one that tested it."""
+        seeds = [s for s in self.seeds if s.unfired]
+        if not seeds:
+            return
+        faults = Counter(kind for s in seeds for kind in s.unfired)
+        where = Counter(kind for s in seeds for kind in set(s.unfired))
+        if self.faults_must_fire:
+            judged = "each of those seeds is not as documented, as a single run of it is"
+        else:
+            judged = "the scenario declares faults_must_fire=False, so they fail no seed"
+        yield (
+            f"  faults that never fired: {sum(faults.values())} in {len(seeds)} of "
+            f"{plural(len(self.seeds), 'seed')} ({judged})"
+        )
+        for kind, count in sorted(faults.items()):
+            yield f"    {count} × {kind} in {plural(where[kind], 'seed')}"
+
+
+def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
+    """One seed's world, reduced to what a sweep reports."""
+    scenario, seed, mutant = job
+    simulation = simulate(scenario, seed, mutant=mutant)
+    report = simulation.report
+    return SeedSummary(
+        seed=seed,
+        violations=tuple(finding.line() for finding in report.violations),
+        mismatches=simulation.mismatches,
+        explained=tuple(finding.check for finding in report.explained),
+        rpcs=simulation.facts.count("rpc.exec"),
+        probes=report.probes,
+        unfired=tuple(type(fault).__name__ for fault in simulation.outcome.unfired),
+    )
+
+
+@attrs.frozen
+class WorldRaised:
+    """A seed whose world raised, as a worker process sends it back: the error's kind and line.
+
+    Never the exception itself. Pickling one carries what the worker's exception holds, and the
+    sweep's process may not be able to rebuild it: a user's exception class whose ``__init__``
+    takes other arguments, or (once a library such as Dask has taught pickle to carry causes) the
+    user's error chained under a ``WorldError``. multiprocessing's pool then never delivers it, and
+    waits forever."""
+
+    seed: int
+    kind: str
+    line: str
+
+    def error(self) -> Exception:
+        """The error to raise in the sweep: a ``WorldError`` or a built-in exception as itself,
+        any other as a ``RuntimeError`` that names its kind."""
+        if self.kind == "WorldError":
+            return world_error_of_line(self.line)
+        builtin = getattr(builtins, self.kind, None)
+        if isinstance(builtin, type) and issubclass(builtin, Exception):
+            return builtin(self.line)
+        return RuntimeError(f"{self.kind}: {self.line}")
+
+
+def summarise_in_worker(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary | WorldRaised:
+    """:func:`summarise` in a worker process: a world that raised comes back as a value."""
+    try:
+        return summarise(job)
+    except Exception as error:
+        return WorldRaised(job[1], type(error).__name__, str(error))
+
+
+def sweep(
+    scenario: str | ScenarioRef,
+    seeds: Iterable[int],
+    *,
+    jobs: int = 1,
+    mutant: str | None = None,
+    scheduler: str | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> SweepReport:
+    """Run ``scenario`` for every seed: ``jobs`` local processes at a time, or as tasks on the
+    Dask distributed cluster whose scheduler is at ``scheduler`` (``tcp://HOST:PORT``). Either way
+    the report is the same, timings aside."""
+    if type(jobs) is not int or jobs < 1:
+        raise ValueError(f"jobs={jobs!r}; pass a whole number of processes >= 1")
+    if scheduler is not None and jobs != 1:
+        raise ValueError(
+            f"jobs={jobs} with scheduler={scheduler!r}; a cluster sets its own parallelism "
+            "(its workers' threads), so pass one or the other"
+        )
+    if mutant is not None and mutant not in MUTANTS:
+        raise ValueError(f"no mutant {mutant!r}; the mutants are: {', '.join(MUTANTS)}")
+    # The reference, not the scenario, crosses to the workers: it pickles, and a worker that did
+    # not fork from this process loads the user's file from its absolute path.
+    found = find_scenario(scenario)
+    ref = found.ref
+    work = [(ref, seed, mutant) for seed in sweep_seeds(seeds)]
+    started = time.perf_counter()
+    results: list[SeedSummary] = []
+    failing = 0
+
+    def collect(summaries: Iterable[SeedSummary | WorldRaised]) -> None:
+        nonlocal failing
+        for summary in summaries:
+            if isinstance(summary, WorldRaised):
+                raise summary.error()
+            results.append(summary)
+            failing += not summary.ok
+            if progress is not None:
+                progress(len(results), len(work), failing)
+
+    if scheduler is not None:
+        run_on_cluster(scheduler, summarise_in_worker, work, collect=collect)
+    elif jobs == 1:
+        collect(summarise(job) for job in work)
+    else:
+        # fork keeps the scenarios a parent registered (tests register their own); each worker
+        # then runs its own trio.run per seed. Leaving the block terminates the workers, so a
+        # world that raised stops the sweep at once.
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            chunksize = max(1, len(work) // (jobs * 8))
+            collect(pool.imap(summarise_in_worker, work, chunksize=chunksize))
+    results.sort(key=lambda s: s.seed)
+    return SweepReport(
+        scenario=str(ref),
+        mutant=mutant,
+        seeds=tuple(results),
+        seconds=time.perf_counter() - started,
+        faults_must_fire=found.faults_must_fire,
+    )
+
+
+def progress_bar(stream: TextIO = sys.stderr) -> Callable[[int, int, int], None]:
+    """A one-line progress bar for a terminal: done/total and how many seeds went wrong."""
+
+    def show(done: int, total: int, failing: int) -> None:
+        filled = 30 * done // total if total else 30
+        bar = "#" * filled + "." * (30 - filled)
+        stream.write(f"\r[{bar}] {done}/{total} seeds, {failing} not as documented")
+        if done == total:
+            stream.write("\n")
+        stream.flush()
+
+    return show

@@ -1,0 +1,399 @@
+"""Scenarios: each a world, a way to drive it, the outcome it documents, and the user's checks.
+
+A scenario's ``expect`` returns the ways the outcome differs from what the scenario documents (an
+empty list is a pass). The invariant checks run on every scenario besides, so a scenario can be
+"as expected" and still report a violation, and the reverse.
+
+Scenarios live in two places. The built-in ones are registered by ``sims.scenarios._catalog`` and
+named by their name alone (``late-begin``). A user's scenarios live in their own Python file and are
+named ``FILE.py:NAME``; :class:`ScenarioRef` is that name as a value. It is the ONE way a scenario
+is referred to across a process boundary: a sweep's worker process, or a remote worker, gets the
+reference (a path and a name, both strings, so it pickles) and loads the file again itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import reprlib
+import sys
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from types import CodeType, FrameType
+from typing import Any
+
+import attrs
+
+from .._trace import Trace
+from ..faults._plan import (
+    NO_FAULTS,
+    FaultPlan,
+)
+from ..runners._outcome import Simulation
+from ..runners._run import WorldSetup
+from ..world._world import World
+
+SCOPE = "scope-1"
+LEASE_MS = 1_000
+
+#: Drives a world: adds drives and jobs, starts runs, ticks the drives, waits for the end.
+Drive = Callable[[World], Awaitable[None]]
+#: What a scenario promises about a finished world: the ways the outcome differs (empty = as
+#: documented). Not asserted when a plan replaces the scenario's own.
+Expectation = Callable[[Simulation], Iterable[str]]
+#: A user's own check over a finished world's trace: one line per violation (empty = it held).
+TraceCheck = Callable[[Trace], Iterable[str]]
+
+#: What a check and an expect must return, said in the error when one returns anything else.
+_CONTRACTS = {
+    "check": "a check must return its violations as a list (or any iterable) of strings, one "
+    "per violation, and an empty list when it held",
+    "expect": "an expect must return the ways the world differs from what the scenario "
+    "documents as a list (or any iterable) of strings, and an empty list when it is as "
+    "documented",
+}
+
+
+def returned_lines(kind: str, function: Callable[..., Any], returned: object) -> list[str]:
+    """The lines a check or an expect (``kind``) returned, or a TypeError that names the function,
+    what it returned and what it must return.
+
+    Anything else would make a verdict lie: ``None`` (a forgotten ``return``) is no list to read,
+    and a lone string would be read one character at a time, one finding each. A set's lines come
+    sorted, so that its findings are listed alike in every process."""
+    shown = _shown(returned)
+    if isinstance(returned, str):
+        shown = (
+            f"the string {shown}, which would be read one character at a time, one line each "
+            f"(put it in a list: [{shown}])"
+        )
+    elif isinstance(returned, Iterable) and not isinstance(returned, bytes | bytearray):
+        lines = list(returned)
+        wrong = [(index, line) for index, line in enumerate(lines) if not isinstance(line, str)]
+        if not wrong:
+            # A set's order is its strings' hashes, which differ from process to process: read
+            # as it comes, the same world would list its findings in another order elsewhere.
+            return sorted(lines) if isinstance(returned, set | frozenset) else lines
+        index, line = wrong[0]
+        shown = f"{shown}, whose item {index} is {_shown(line)}, not a string"
+    raise TypeError(f"{kind} {_function_place(function)} returned {shown}; {_CONTRACTS[kind]}")
+
+
+def _shown(value: object) -> str:
+    # reprlib: a list of thousands, or a long text, stays one line that can be read.
+    shown = reprlib.repr(value)
+    if value is None or isinstance(value, str | list):
+        return shown
+    return f"{shown} (of type {type(value).__name__})"
+
+
+def _function_place(function: Callable[..., Any]) -> str:
+    """``name (FILE:LINE)``, as far as ``function`` says where it is defined."""
+    name = getattr(function, "__qualname__", None) or repr(function)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return name
+    return f"{name} ({display_path(code.co_filename)}:{code.co_firstlineno})"
+
+
+def _no_expectation(simulation: Simulation) -> list[str]:
+    return []
+
+
+@attrs.frozen(kw_only=True)
+class Scenario:
+    """A named, documented world."""
+
+    name: str
+    summary: str
+    setup: Callable[[int], WorldSetup]
+    drive: Drive
+    expect: Expectation = _no_expectation
+    #: The user's own checks over the trace, run after the spec's; each is named by its function.
+    checks: tuple[TraceCheck, ...] = ()
+    #: Every fault is bounded, so every run must end ``done`` or ``failed``.
+    settles: bool = True
+    #: The scenario's own plan documents what happens, so each of its faults must fire (False
+    #: for a plan drawn from the seed, whose faults may legitimately miss the world).
+    faults_must_fire: bool = True
+    #: The file that defines the scenario (absolute); None for a built-in scenario.
+    source: str | None = None
+
+    @property
+    def ref(self) -> ScenarioRef:
+        return ScenarioRef(name=self.name, path=self.source)
+
+
+#: The built-in scenarios, by name (filled by ``sims.scenarios._catalog``).
+SCENARIOS: dict[str, Scenario] = {}
+#: A user's scenarios, by the absolute path of their file, then by name.
+_FILES: dict[str, dict[str, Scenario]] = {}
+
+
+def scenario(
+    name: str,
+    *,
+    setup: WorldSetup | Callable[[int], WorldSetup] | None = None,
+    expect: Expectation | None = None,
+    checks: Iterable[TraceCheck] = (),
+    settles: bool = True,
+    faults_must_fire: bool = True,
+) -> Callable[[Drive], Drive]:
+    """Register the decorated world-driving function as scenario ``name`` (one word, once in a
+    file).
+
+    ``setup`` is the world's scopes, lease, fault plan and store (a :class:`WorldSetup`, or a
+    function of the seed giving one; the default is one scope, ``scope-1``, and no faults).
+    ``expect`` lists where a finished world differs from what the scenario documents. ``checks``
+    are the user's own checks over the trace: each returns one line per violation. Both return
+    a list (or any iterable) of strings; anything else is refused. ``settles``
+    says every fault is bounded, so every run must have ended. The docstring's first paragraph is
+    the summary ``python -m sims list`` prints.
+
+    A scenario defined in a user's file is run as ``python -m sims run FILE.py:NAME``."""
+    if not is_scenario_name(name):
+        raise ValueError(
+            f"scenario name {name!r} must be one word: not empty, without spaces, ':' or "
+            "characters that do not print (it is typed as FILE.py:NAME, and list prints it as "
+            "the first word of its line)"
+        )
+    make_setup = _setup_of(setup)
+    checks = tuple(checks)
+
+    def register(drive: Drive) -> Drive:
+        # The docstring's reST literals (``x``) read as `x` on a terminal.
+        summary = " ".join((drive.__doc__ or "").strip().split("\n\n")[0].split())
+        summary = summary.replace("``", "`")
+        source = _source_of(drive)
+        registry = SCENARIOS if source is None else _FILES.setdefault(source, {})
+        run, place = _defined_at(drive)
+        earlier = _DEFINED.get((source, name))
+        if name in registry and earlier is not None and _same_run(earlier[0], run):
+            # The second would replace the first, checks and all, and a check that fails would
+            # be dropped without a word. The same place run again (the file imported under
+            # another name too, or reloaded) is a new definition and replaces the old one.
+            raise ValueError(
+                f"scenario {name!r} is defined twice in one file, at {earlier[1]} and at "
+                f"{place}; give each scenario its own name"
+            )
+        _DEFINED[(source, name)] = (run, place)
+        registry[name] = Scenario(
+            name=name,
+            summary=summary,
+            setup=make_setup,
+            drive=drive,
+            expect=expect if expect is not None else _no_expectation,
+            checks=checks,
+            settles=settles,
+            faults_must_fire=faults_must_fire,
+            source=source,
+        )
+        return drive
+
+    return register
+
+
+def is_scenario_name(name: object) -> bool:
+    """Whether ``name`` can name a scenario: one word, that ``FILE.py:NAME`` can be typed with
+    (:meth:`ScenarioRef.parse` takes what follows the last ':', stripped) and that ``list`` can
+    print as the first word of its line."""
+    return (
+        isinstance(name, str)
+        and name.isprintable()
+        and bool(name)
+        and not any(character.isspace() or character == ":" for character in name)
+    )
+
+
+#: One run of a file's top-level code: its namespace and its code object. A file imported twice
+#: runs in two namespaces; a file reloaded in its old namespace runs freshly compiled code.
+_Run = tuple[dict[str, Any], CodeType]
+
+#: Where each scenario was defined, by (file, name): the run of the file's top-level code that
+#: defined it (None for a scenario defined later, by a function called then), and FILE:LINE.
+_DEFINED: dict[tuple[str | None, str], tuple[_Run | None, str]] = {}
+
+
+def _defined_at(drive: Drive) -> tuple[_Run | None, str]:
+    """Which run of its file's top-level code is defining ``drive``, and where, as FILE:LINE."""
+    namespace = getattr(drive, "__globals__", None)
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals is namespace and frame.f_code.co_name == "<module>":
+            where = f"{display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+            return (frame.f_globals, frame.f_code), where
+        frame = frame.f_back
+    code = getattr(drive, "__code__", None)
+    if code is None:
+        return None, repr(drive)
+    return None, f"{display_path(code.co_filename)}:{code.co_firstlineno}"
+
+
+def _same_run(one: _Run | None, other: _Run | None) -> bool:
+    return one is not None and other is not None and one[0] is other[0] and one[1] is other[1]
+
+
+def _setup_of(
+    setup: WorldSetup | Callable[[int], WorldSetup] | None,
+) -> Callable[[int], WorldSetup]:
+    if setup is None:
+        return fixed()
+    if isinstance(setup, WorldSetup):
+        return lambda seed: setup
+    return setup
+
+
+def _source_of(drive: Drive) -> str | None:
+    """The file a scenario comes from; None for the simulator's own."""
+    module = getattr(drive, "__module__", None) or ""
+    if module == "sims" or module.startswith("sims."):
+        return None
+    path = getattr(sys.modules.get(module), "__file__", None) or drive.__code__.co_filename
+    return str(Path(path).resolve())
+
+
+def fixed(plan: FaultPlan = NO_FAULTS, **options: Any) -> Callable[[int], WorldSetup]:
+    """A setup that does not depend on the seed (beyond scheduling and latency draws)."""
+    return lambda seed: WorldSetup(plan=plan, **options)
+
+
+def expect_all(*checks: tuple[bool, str]) -> list[str]:
+    """The texts of the checks that failed."""
+    return [text for ok, text in checks if not ok]
+
+
+# -- references -------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ScenarioRef:
+    """How to find a scenario again, in this process or another: a name, and the file that
+    defines it (an absolute path; None for a built-in scenario). Picklable."""
+
+    name: str
+    path: str | None = None
+    #: ``FILE.py:NAME`` exactly as it was typed, when it was (see :attr:`recorded`).
+    spelled: str | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def recorded(self) -> str:
+        """The reference as a trace records it: as it was typed, else with the file's absolute
+        path. Never relative to the working folder, which would make the same world's trace
+        differ from one folder to another."""
+        if self.path is None:
+            return self.name
+        return self.spelled if self.spelled is not None else f"{self.path}:{self.name}"
+
+    @classmethod
+    def parse(cls, text: str) -> ScenarioRef:
+        """``NAME`` (built-in) or ``FILE.py:NAME`` (a user's file, relative to the working folder
+        or absolute)."""
+        text = text.strip()
+        file, colon, name = text.rpartition(":")
+        if not colon:
+            if text.endswith(".py"):
+                raise ValueError(
+                    f"scenario {text!r} names a file but no scenario; write {text}:NAME "
+                    f"(python -m sims list {text} shows the names)"
+                )
+            return cls(name=text)
+        if not file.endswith(".py") or not name:
+            raise ValueError(f"scenario {text!r} must be NAME or FILE.py:NAME")
+        return cls(name=name, path=os.path.abspath(file), spelled=text)
+
+    def __str__(self) -> str:
+        """The reference as a person types it: the path relative to the working folder when the
+        file is inside it."""
+        if self.path is None:
+            return self.name
+        return f"{display_path(self.path)}:{self.name}"
+
+    def load(self) -> Scenario:
+        """The scenario this names, loading its file the first time (once per process)."""
+        if self.path is None:
+            found = SCENARIOS.get(self.name)
+            if found is None:
+                raise ValueError(
+                    f"no scenario {self.name!r}; the scenarios are: {', '.join(SCENARIOS)}"
+                )
+            return found
+        defined = load_file(self.path)
+        found = defined.get(self.name)
+        if found is None:
+            names = ", ".join(defined) or "none (decorate a drive function with @sims.scenario)"
+            raise ValueError(
+                f"no scenario {self.name!r} in {display_path(self.path)}; its scenarios are: "
+                f"{names}"
+            )
+        return found
+
+
+def display_path(path: str) -> str:
+    """``path`` relative to the working folder when it is inside it, else as it is."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
+def load_file(path: str | Path) -> dict[str, Scenario]:
+    """The scenarios a user's Python file defines, by name (the file runs once per process)."""
+    resolved = Path(path).resolve()
+    key = str(resolved)
+    if key in _FILES:
+        return _FILES[key]
+    shown = display_path(str(path))
+    if resolved.is_dir():
+        raise ValueError(f"{shown} is a folder; name a Python file that defines scenarios")
+    if not resolved.is_file():
+        raise ValueError(f"no file {shown}")
+    # A private module name per file, so two files with one stem do not collide; the file's
+    # folder goes on the path so that it can import its neighbours.
+    module_name = "sims_world_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    spec = importlib.util.spec_from_file_location(module_name, resolved)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{shown} cannot be loaded as Python; name a .py file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    if str(resolved.parent) not in sys.path:
+        sys.path.insert(0, str(resolved.parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        sys.modules.pop(module_name, None)
+        _FILES.pop(key, None)
+        raise WorldFileError(shown, error) from error
+    return _FILES.setdefault(key, {})
+
+
+class WorldFileError(ValueError):
+    """A user's world file raised while it was loaded."""
+
+    def __init__(self, shown: str, error: Exception) -> None:
+        where = ""
+        if isinstance(error, SyntaxError) and error.lineno is not None:
+            where = f" (line {error.lineno})"
+        else:
+            frames = [f for f in _frames(error) if Path(f[0]).name == Path(shown).name]
+            if frames:
+                where = f" (line {frames[-1][1]})"
+        super().__init__(
+            f"{shown} failed to load{where}: {type(error).__name__}: {error}; fix the file "
+            f"and try again (python {shown} shows the whole traceback)"
+        )
+
+
+def _frames(error: BaseException) -> list[tuple[str, int]]:
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    return frames
+
+
+def find_scenario(reference: str | ScenarioRef) -> Scenario:
+    """The scenario ``reference`` names (``NAME``, ``FILE.py:NAME`` or a :class:`ScenarioRef`)."""
+    ref = reference if isinstance(reference, ScenarioRef) else ScenarioRef.parse(reference)
+    return ref.load()

@@ -1,0 +1,413 @@
+"""Reading a trace into the timeline's model, once and in order.
+
+The store's clock is fitted after the last event: a lease's expiry is store time, and it becomes a
+point on the virtual axis only once every ``rpc.exec`` has paired the two clocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from driver import JOB_LEASE_ENTRY_MARGIN, parse_iso_ms
+
+from .._trace import Trace
+from ._model import (
+    Effect,
+    Lease,
+    Mark,
+    Pass,
+    Step,
+    StoreClockFit,
+    Timeline,
+    find_overlaps,
+    short,
+)
+
+#: Lease length assumed for "late reply" before any claim says what the lease is.
+_DEFAULT_LEASE_MS = 1_000.0
+#: Polling finds nothing most of the time; it must not keep an idle stretch from being cut.
+_POLLING_EVENTS = frozenset({"drive.tick", "drive.skip", "drive.report"})
+_POLLING_OPS = frozenset({"due_keys", "list"})
+_REFUSALS = frozenset(
+    {"claim.lost", "begin.refused", "admission.miss", "takeover.exhausted", "step.lost"}
+)
+
+
+def _fields(event: dict[str, Any], *names: str) -> str:
+    parts = [f"{name}={event[name]}" for name in names if event.get(name) is not None]
+    return ", ".join(parts)
+
+
+class _Builder:
+    """Reads the trace once, in order, into a :class:`Timeline`."""
+
+    def __init__(self) -> None:
+        self.model = Timeline()
+        self.instants: list[float] = []
+        self.sends: dict[tuple[str, int], dict[str, Any]] = {}
+        self.executed: dict[tuple[str, int], float] = {}
+        self.store_pairs: list[tuple[float, float]] = []
+        self.passes: dict[str, Pass] = {}
+        self.leases: dict[tuple[str, str], list[Lease]] = {}
+        self.run_scope: dict[str, str] = {}
+        self.effect_keys: dict[str, int] = {}
+        self.lease_ms = _DEFAULT_LEASE_MS
+        self.expiries: list[tuple[Lease, float, float]] = []  # (lease, at, store expiry ms)
+        #: Late requests not delivered (yet), by (drive, seq): their marks' places, their events.
+        self.undelivered: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}
+        self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            "rpc.send": self.on_send,
+            "rpc.exec": self.on_exec,
+            "rpc.deliver": self.on_deliver,
+            "rpc.drop": self.on_drop,
+            "claim.won": self.on_claim_won,
+            "begin.ok": self.on_begin_ok,
+            "handler.invoke": self.on_invoke,
+            "handler.end": self.on_handler_end,
+            "step.run": self.on_step_run,
+            "step.end": self.on_step_end,
+            "step.memo": self.on_memo,
+            "pass.outcome": self.on_outcome,
+            "fault.delay": self.on_delay,
+            "fault.pause": self.on_pause,
+            "fault.late": self.on_late_request,
+            "rpc.late": self.on_late_arrival,
+            "fault.crash": self.on_crash,
+            "fault.evict": self.on_evict,
+            "drive.tick": self.on_tick,
+            "drive.skip": self.on_skip,
+            "world.start": self.on_start,
+            "world.note": self.on_note,
+        }
+
+    def build(self, events: list[dict[str, Any]]) -> Timeline:
+        model = self.model
+        model.events = len(events)
+        if events:
+            model.start = min(0.0, float(events[0]["t"]))
+            model.end = max(float(event["t"]) for event in events)
+        for event in events:
+            name = event["ev"]
+            if name not in _POLLING_EVENTS and event.get("op") not in _POLLING_OPS:
+                model.busy.add(float(event["t"]))
+            if "drive" in event and name != "world.start":
+                self.drive(str(event["drive"]))
+            handler = self.handlers.get(name)
+            if handler is not None:
+                handler(event)
+            elif name in _REFUSALS:
+                self.refusal(event)
+        self.finish()
+        return model
+
+    # -- lanes ----------------------------------------------------------------------------------
+
+    def drive(self, name: str) -> None:
+        if name not in self.model.drives:
+            self.model.drives.append(name)
+
+    def scope_of(self, run: str, scope: str) -> None:
+        if run in self.run_scope:
+            return
+        self.run_scope[run] = scope
+        if scope not in self.model.runs:
+            self.model.scopes.append(scope)
+            self.model.runs[scope] = []
+        self.model.runs[scope].append(run)
+
+    def mark(self, lane: str, event: dict[str, Any], kind: str, title: str, **extra: Any) -> None:
+        self.model.marks.append(Mark(lane, float(event["t"]), kind, title, **extra))
+
+    # -- the wire and the store's view ---------------------------------------------------------
+
+    def on_send(self, event: dict[str, Any]) -> None:
+        self.sends[(event["link"], event["seq"])] = event
+        if event["op"] == "claim":
+            args = event.get("args") or []
+            if len(args) >= 3 and isinstance(args[2], int | float):
+                self.lease_ms = float(args[2])
+            if args:
+                self.scope_of(str(args[0]), str(event["scope"]))
+
+    def on_exec(self, event: dict[str, Any]) -> None:
+        key = (event["link"], event["seq"])
+        t = float(event["t"])
+        self.executed[key] = t
+        store_at = event.get("store_at")
+        if isinstance(store_at, str):
+            self.store_pairs.append((t, float(parse_iso_ms(store_at))))
+        if "error" in event:
+            return
+        args = (self.sends.get(key) or {}).get("args") or []
+        op, result, scope = event["op"], event.get("result"), str(event["scope"])
+        if op == "start_or_join" and isinstance(result, dict) and "id" in result:
+            self.scope_of(str(result["id"]), scope)
+        elif op == "claim" and isinstance(result, dict) and len(args) >= 2:
+            self.claimed(event, scope, str(args[0]), str(args[1]), result)
+        elif op == "begin" and result is True and len(args) >= 2:
+            lease = self.lease(scope, str(args[0]), str(args[1]))
+            if lease is not None:
+                lease.began_at = t
+        elif op in ("begin_step", "record_step") and len(args) >= 4:
+            held = result.get("held") if isinstance(result, dict) else result
+            owner, lease_ms = (args[2], args[3]) if op == "begin_step" else (args[6], args[7])
+            lease = self.lease(scope, str(args[0]), str(owner))
+            if held is True and lease is not None and isinstance(store_at, str):
+                self.renew(lease, t, parse_iso_ms(store_at) + float(lease_ms))
+        elif op in ("patch", "commit_pass", "miss") and len(args) >= 3:
+            owner = args[1] if op == "miss" else args[2]
+            lease = self.lease(scope, str(args[0]), str(owner))
+            if lease is not None and result not in (None, False) and lease.ended_at is None:
+                lease.ended_at, lease.end_reason = t, "missed" if op == "miss" else "released"
+        elif op == "invoke" and len(args) >= 2 and args[0] == "record":
+            self.effect(event, scope, args[1])
+
+    def claimed(
+        self, event: dict[str, Any], scope: str, run: str, owner: str, result: dict[str, Any]
+    ) -> None:
+        t = float(event["t"])
+        self.scope_of(run, scope)
+        leases = self.leases.setdefault((scope, run), [])
+        if leases and leases[-1].ended_at is None:
+            leases[-1].ended_at, leases[-1].end_reason = t, "taken over"
+        lease = Lease(scope, run, owner, str(event["link"]), t, bool(result.get("takeover")))
+        leases.append(lease)
+        self.model.leases.append(lease)
+        row = result.get("run") or {}
+        expiry = row.get("next_attempt_at")
+        if isinstance(expiry, str):
+            self.renew(lease, t, parse_iso_ms(expiry))
+
+    def lease(self, scope: str, run: str, owner: str) -> Lease | None:
+        for lease in reversed(self.leases.get((scope, run), [])):
+            if lease.owner == owner:
+                return lease
+        return None
+
+    def renew(self, lease: Lease, t: float, expiry_ms: float) -> None:
+        # The expiry is store time; it becomes virtual time once the whole clock is fitted.
+        self.expiries.append((lease, t, expiry_ms))
+
+    def effect(self, event: dict[str, Any], scope: str, spec: Any) -> None:
+        if not isinstance(spec, dict) or spec.get("kind") != "effect":
+            return
+        key = str(spec.get("key"))
+        run = key.split("/", 1)[0]
+        if run not in self.run_scope:
+            run = self.open_run(str(event["link"])) or run
+        self.effect_keys[key] = self.effect_keys.get(key, 0) + 1
+        self.model.effects.append(Effect(scope, run, float(event["t"]), key, self.effect_keys[key]))
+
+    def open_run(self, drive: str) -> str | None:
+        for found in reversed(self.model.passes):
+            if found.drive == drive and found.ended_at is None:
+                return found.run
+        return None
+
+    def on_deliver(self, event: dict[str, Any]) -> None:
+        key = (event["link"], event["seq"])
+        self.sends.pop(key, None)
+        executed = self.executed.pop(key, None)
+        transit = float(event["t"]) - executed if executed is not None else 0.0
+        # Late = longer than the BEGIN margin: the wait that can turn a claim into a miss, or a
+        # BEGIN into a pass that starts after its lease is gone.
+        if executed is not None and transit > self.lease_ms * JOB_LEASE_ENTRY_MARGIN:
+            title = f"late reply: {event['op']} #{event['seq']} took {transit:.1f} ms to come back"
+            self.mark(str(event["link"]), event, "late", title, since=executed)
+
+    def on_drop(self, event: dict[str, Any]) -> None:
+        key = (event["link"], event["seq"])
+        self.sends.pop(key, None)
+        self.executed.pop(key, None)
+        leg = event.get("leg", "?")
+        ran = "it ran" if leg == "reply" else "it never ran"
+        title = f"dropped {leg}: {event['op']} #{event['seq']} ({ran})"
+        self.mark(str(event["link"]), event, "drop", title)
+
+    # -- passes -----------------------------------------------------------------------------------
+
+    def on_claim_won(self, event: dict[str, Any]) -> None:
+        found = Pass(
+            str(event["drive"]),
+            str(event["run"]),
+            str(event["owner"]),
+            float(event["t"]),
+            takeover=bool(event.get("takeover")),
+        )
+        self.passes[found.owner] = found
+        self.model.passes.append(found)
+
+    def pass_of(self, event: dict[str, Any]) -> Pass | None:
+        return self.passes.get(str(event.get("owner")))
+
+    def on_begin_ok(self, event: dict[str, Any]) -> None:
+        found = self.pass_of(event)
+        if found is not None:
+            found.began_at = float(event["t"])
+
+    def on_invoke(self, event: dict[str, Any]) -> None:
+        found = self.pass_of(event)
+        if found is not None:
+            found.invoked_at = float(event["t"])
+
+    def on_handler_end(self, event: dict[str, Any]) -> None:
+        found = self.pass_of(event)
+        if found is not None:
+            found.handler_end, found.error = float(event["t"]), event.get("error")
+
+    def on_step_run(self, event: dict[str, Any]) -> None:
+        found = self.pass_of(event)
+        if found is not None:
+            step = Step(str(event["step"]), int(event.get("attempt") or 1), float(event["t"]))
+            found.steps.append(step)
+
+    def on_step_end(self, event: dict[str, Any]) -> None:
+        found = self.pass_of(event)
+        if found is None or not found.steps:
+            return
+        step = found.steps[-1]
+        step.end, step.error, step.recorded = float(event["t"]), event.get("error"), None
+        step.recorded = bool(event.get("recorded"))
+        if not step.recorded:
+            title = f"step {step.name} not recorded ({_fields(event, 'error') or 'lease lost'})"
+            self.mark(found.drive, event, "refusal", title, owner=found.owner)
+
+    def on_memo(self, event: dict[str, Any]) -> None:
+        found = self.pass_of(event)
+        if found is not None:
+            found.memos.append((float(event["t"]), str(event["step"])))
+
+    def on_outcome(self, event: dict[str, Any]) -> None:
+        found = self.pass_of(event)
+        if found is not None:
+            found.ended_at, found.outcome = float(event["t"]), str(event.get("status"))
+            found.written = event.get("written")
+        if event.get("status") == "superseded" or event.get("written") is False:
+            title = f"outcome refused: {_fields(event, 'status', 'written', 'error')}"
+            self.mark(str(event["drive"]), event, "refusal", title, owner=event.get("owner"))
+
+    def refusal(self, event: dict[str, Any]) -> None:
+        name = str(event["ev"])
+        details = _fields(event, "step", "waited_ms", "misses", "failed", "attempts")
+        title = f"{name} run {short(str(event.get('run')))}" + (f": {details}" if details else "")
+        found = self.pass_of(event)
+        if found is not None and name in ("begin.refused", "admission.miss", "claim.lost"):
+            found.ended_at = float(event["t"])
+            found.outcome = found.outcome or name
+        self.mark(str(event["drive"]), event, "refusal", title, owner=event.get("owner"))
+
+    # -- faults and the world ---------------------------------------------------------------------
+
+    def on_delay(self, event: dict[str, Any]) -> None:
+        ms = float(event.get("ms") or 0.0)
+        title = f"delay: {event['op']} #{event['seq']} {event['leg']} held {ms:.1f} ms"
+        t = float(event["t"])
+        self.model.marks.append(Mark(str(event["drive"]), t + ms, "delay", title, since=t))
+
+    def on_pause(self, event: dict[str, Any]) -> None:
+        ms = float(event.get("ms") or 0.0)
+        t = float(event["t"])
+        title = f"pause: the drive stopped {ms:.1f} ms ({_fields(event, 'where', 'nth')})"
+        self.model.marks.append(Mark(str(event["drive"]), t + ms, "pause", title, since=t))
+
+    def on_late_request(self, event: dict[str, Any]) -> None:
+        # The drive gives up on the request at once; the wire still delivers it ``ms`` later,
+        # unless the world ends first (see finish).
+        ms = float(event.get("ms") or 0.0)
+        t = float(event["t"])
+        title = f"{_late_request(event)}; the wire delivered it {ms:.1f} ms later anyway"
+        self.undelivered[(str(event["drive"]), int(event["seq"]))] = (len(self.model.marks), event)
+        self.model.marks.append(Mark(str(event["drive"]), t + ms, "late-request", title, since=t))
+
+    def on_late_arrival(self, event: dict[str, Any]) -> None:
+        self.undelivered.pop((str(event["link"]), int(event["seq"])), None)
+        title = (
+            f"an abandoned {event['op']} #{event['seq']} from {event['link']} reached "
+            f"{event['scope']} late, and ran there"
+        )
+        self.mark(str(event["scope"]), event, "late-arrival", title)
+
+    def on_crash(self, event: dict[str, Any]) -> None:
+        drive, t = str(event["drive"]), float(event["t"])
+        down = float(event.get("down_ms") or 0.0)
+        title = f"crash: {drive} killed (working={event.get('working')}), down {down:.1f} ms"
+        self.model.marks.append(Mark(drive, t, "crash", title))
+        if down > 0:
+            self.model.marks.append(Mark(drive, t + down, "down", f"{drive} down", since=t))
+        for found in self.passes.values():
+            if found.drive == drive and found.ended_at is None:
+                found.ended_at, found.outcome = t, found.outcome or "killed"
+                if found.steps and found.steps[-1].end is None:
+                    found.steps[-1].end = t
+
+    def on_evict(self, event: dict[str, Any]) -> None:
+        title = f"eviction of {event['scope']} (actor live: {event.get('live')})"
+        self.mark(str(event["scope"]), event, "evict", title)
+
+    def on_tick(self, event: dict[str, Any]) -> None:
+        self.mark(str(event["drive"]), event, "tick", f"{event['drive']} drives {event['scope']}")
+
+    def on_skip(self, event: dict[str, Any]) -> None:
+        self.mark(str(event["drive"]), event, "skip", f"{event['drive']} is down: tick skipped")
+
+    def on_start(self, event: dict[str, Any]) -> None:
+        scope, run = str(event["scope"]), str(event["run"])
+        self.scope_of(run, scope)
+        self.mark(scope, event, "start", f"run {run} started by {event['drive']}", owner=run)
+
+    def on_note(self, event: dict[str, Any]) -> None:
+        self.mark("", event, "note", str(event.get("text")))
+
+    # -- after the last event ---------------------------------------------------------------------
+
+    def finish(self) -> None:
+        model = self.model
+        model.clock = StoreClockFit.fit(self.store_pairs)
+        clock = model.clock or StoreClockFit(0.0)
+        for lease, at, expiry_ms in self.expiries:
+            lease.renewals.append((at, clock.to_virtual(expiry_ms)))
+        # A lease nobody released outlives the last event: show where it would expire.
+        last = model.end
+        for lease in model.leases:
+            for _, expiry in lease.renewals:
+                if lease.ended_at is None:
+                    model.end = max(model.end, min(expiry, last + self.lease_ms))
+        # A late request due after the world ended never arrived: its stretch stops at the end,
+        # and says so, rather than claim a delivery and stretch the axis out to it.
+        for index, event in self.undelivered.values():
+            title = (
+                f"{_late_request(event)}; the wire was to deliver it "
+                f"{float(event.get('ms') or 0.0):.1f} ms later, but the world ended first: it "
+                "never reached the scope"
+            )
+            model.marks[index] = Mark(
+                str(event["drive"]), last, "late-request", title, since=float(event["t"])
+            )
+        for mark in model.marks:
+            model.end = max(model.end, mark.t)
+        self.stale_passes()
+        model.overlaps = find_overlaps(model.passes, model.end)
+
+    def stale_passes(self) -> None:
+        """A pass whose handler started after the store gave its lease to another owner."""
+        for found in self.model.passes:
+            scope = self.run_scope.get(found.run)
+            lease = self.lease(scope, found.run, found.owner) if scope else None
+            if (
+                lease is not None
+                and lease.end_reason == "taken over"
+                and lease.ended_at is not None
+                and found.invoked_at is not None
+                and found.invoked_at >= lease.ended_at
+            ):
+                found.stale_since = lease.ended_at
+
+
+def _late_request(event: dict[str, Any]) -> str:
+    return f"late request: {event['drive']} gave up on {event['op']} #{event.get('nth')}"
+
+
+def build_timeline(trace: Trace) -> Timeline:
+    """The model of ``trace`` that both renderings draw."""
+    return _Builder().build(trace.events)

@@ -1,0 +1,154 @@
+"""The story of a world in words: one line per thing that mattered, in the order it happened."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from .._numbers import ms, plural
+from ..oracle._report import short
+
+Teller = Callable[[dict[str, Any]], str | None]
+
+
+def _pass(e: dict[str, Any]) -> str:
+    return f"pass {short(e['owner'])} of run {short(e['run'])}"
+
+
+def _claim(e: dict[str, Any]) -> str:
+    if e["takeover"]:
+        return (
+            f"takes over run {short(e['run'])} from an expired BEGUN lease: the dead pass is "
+            f"charged an attempt (attempts now {e['attempts']}); new pass {short(e['owner'])}"
+        )
+    return f"claims run {short(e['run'])} for pass {short(e['owner'])}"
+
+
+def _miss(e: dict[str, Any]) -> str:
+    misses = "?" if e["misses"] is None else e["misses"]
+    tail = " — the run FAILS: its lease is too short here" if e["failed"] else ""
+    return (
+        f"admission miss {misses} of 10 on run {short(e['run'])}: the claim's answer took "
+        f"{ms(e['waited_ms'])} ms, too little of the lease left to begin{tail}"
+    )
+
+
+def _outcome(e: dict[str, Any]) -> str:
+    error = f": {e['error']}" if e.get("error") else ""
+    return f"{_pass(e)} ends {e['status']}{'' if e['written'] else ' (nothing written)'}{error}"
+
+
+def _step_end(e: dict[str, Any]) -> str | None:
+    if e["error"] is None:
+        return None
+    recorded = "recorded" if e["recorded"] else "NOT recorded"
+    return f"step {e['step']} failed ({recorded}): {e['error']}"
+
+
+def _exec(e: dict[str, Any]) -> str | None:
+    if e["op"] == "begin" and e.get("result") is True:
+        return f"the store writes BEGIN at {e['store_at']}: the pass has begun"
+    return None
+
+
+def _call(e: dict[str, Any]) -> str:
+    """A call as a fault plan names it: the drive's nth call of an operation."""
+    return f"{e['op']} call {e['nth']}" if "nth" in e else f"{e['op']} #{e['seq']}"
+
+
+def _drop(e: dict[str, Any]) -> str:
+    what = "it did not run" if e["leg"] == "request" else "it had run"
+    return f"fault: the {e['leg']} of {_call(e)} was dropped ({what})"
+
+
+def _late(e: dict[str, Any]) -> str:
+    given_up = f"fault: the caller gives up on {_call(e)}; the wire "
+    if e["arrives"]:
+        return f"{given_up}delivers it {ms(e['ms'])} ms later anyway"
+    # Due after the world's end: said so, or the story would tell of a run that never happened.
+    return (
+        f"{given_up}was to deliver it {ms(e['ms'])} ms later, but the world ended first: it "
+        "never reached the scope"
+    )
+
+
+_TELLERS: dict[str, Teller] = {
+    "world.start": lambda e: f"starts run {short(e['run'])} on {e['scope']}",
+    "world.note": lambda e: str(e["text"]),
+    "claim.won": _claim,
+    "claim.lost": lambda e: f"loses the claim of run {short(e['run'])} (another drive holds it)",
+    "admission.miss": _miss,
+    "begin.ok": lambda e: f"BEGIN of {_pass(e)} is acknowledged",
+    "begin.refused": lambda e: f"BEGIN of {_pass(e)} is refused by the store",
+    "takeover.exhausted": lambda e: (
+        f"that takeover spent the last attempt: run {short(e['run'])} fails without invoking "
+        "the handler"
+    ),
+    "handler.invoke": lambda e: f"runs the handler: {_pass(e)}",
+    "step.memo": lambda e: f"step {e['step']}: memo hit, not run again",
+    "step.run": lambda e: f"step {e['step']} runs (attempt {e['attempt']})",
+    "step.end": _step_end,
+    "step.lost": lambda e: f"step {e['step']}: the lease is gone — {_pass(e)} stops here",
+    "pass.outcome": _outcome,
+    "fault.delay": lambda e: f"fault: the {e['leg']} of {_call(e)} is held {ms(e['ms'])} ms",
+    "fault.drop": _drop,
+    "fault.late": _late,
+    "rpc.abandon": lambda e: f"gives up on {_call(e)} (a transport error): it may still run",
+    "rpc.late": lambda e: (
+        f"the abandoned {_call(e)} reaches scope {e['scope']} late, and runs there"
+    ),
+    "world.unfired": lambda e: (
+        f"{plural(len(e['faults']), 'fault')} of the plan never fired: {'; '.join(e['faults'])}"
+    ),
+    "fault.pause": lambda e: f"fault: stops for {ms(e['ms'])} ms ({e['where']} {e['nth']})",
+    "fault.crash": lambda e: f"fault: killed; back in {ms(e['down_ms'])} ms",
+    "fault.evict": lambda e: f"fault: scope {e['scope']} evicted",
+    "rpc.drop": _drop,
+    "rpc.exec": _exec,
+}
+
+
+def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterator[str]:
+    """``t  who  what`` lines; after ``limit`` of them, one line saying how many were left out."""
+    told = left = 0
+    events = list(events)
+    # A late request is told when its caller gives up on it; whether the wire delivered it before
+    # the world ended is known only from a later rpc.late, looked up here.
+    arrived = {(e.get("link"), e.get("seq")) for e in events if e["ev"] == "rpc.late"}
+    # A drop the plan made is told once, by its fault.drop event, numbered as the plan numbers it.
+    planned: set[tuple[Any, Any, Any]] = set()
+    # A call a fault struck is named as the plan names it (the drive's nth call of the
+    # operation) in every line about it, not by the link's own sequence number.
+    nths: dict[tuple[Any, Any], int] = {}
+    for event in events:
+        name = event["ev"]
+        if name.startswith("fault.") and "nth" in event and "seq" in event:
+            nths[(event["drive"], event["seq"])] = event["nth"]
+        elif name.startswith("rpc.") and "nth" not in event:
+            nth = nths.get((event.get("link"), event.get("seq")))
+            if nth is not None:
+                event = {**event, "nth": nth}
+        if name == "fault.late":
+            event = {**event, "arrives": (event["drive"], event["seq"]) in arrived}
+        if name == "fault.drop":
+            planned.add((event["drive"], event["seq"], event["leg"]))
+        elif name == "rpc.drop" and (event.get("link"), event["seq"], event["leg"]) in planned:
+            continue
+        teller = _TELLERS.get(event["ev"])
+        text = teller(event) if teller is not None else None
+        if text is None:
+            continue
+        if told >= limit:
+            left += 1
+            continue
+        told += 1
+        who = event.get("drive") or event.get("link") or ("world" if "scope" in event else "")
+        yield f"{event['t']:>10.3f} ms  {who:<8} {text}"
+    if left:
+        # The flag that shows the rest is run's --story-lines (a test failure prints that run
+        # command too); the trace holds the events, as JSON, not these lines.
+        more = "1 more line" if left == 1 else f"{left} more lines"
+        yield (
+            f"{'':>13}  … {more} (run with --story-lines {told + left} to see the whole story; "
+            "--trace FILE writes its events as JSON lines)"
+        )

@@ -1,0 +1,60 @@
+"""Effects: what a step body does to the world, recorded where the checks can see it.
+
+A step body that changes something outside the run (charges a card, sends a mail, writes a row)
+records that it did, with :func:`record_effect`, inside the step. The record is a row in the run's
+scope (the scope's ``record`` operation), so it lands even when the step's own record is lost, and
+it is in the trace: the built-in checks tell an effect that landed twice inside the spec's
+at-least-once window (its step was never recorded) from a completed step that ran again, and a
+user's check can count effects with :func:`effects_in`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from driver import JobPassContext
+
+from .._trace import Trace
+
+#: The ``kind`` of an effect row in the scope's items.
+EFFECT_KIND = "effect"
+
+
+def effect_key(run_id: str, step: str) -> str:
+    """The key an effect of ``step`` in run ``run_id`` is recorded under: ``RUN/STEP``."""
+    return f"{run_id}/{step}"
+
+
+async def record_effect(ctx: JobPassContext, step: str, *, data: Any = None) -> int:
+    """Record, from inside the body of step ``step``, that the body caused its effect; returns the
+    effect row's number. ``data`` (JSON-safe) is stored with it. Call it once per effect, where
+    the real effect would happen, so that a body that runs twice records twice."""
+    door = await ctx.scope()
+    args: dict[str, Any] = {"kind": EFFECT_KIND, "key": effect_key(ctx.run.id, step)}
+    if data is not None:
+        args["data"] = data
+    seq: int = await door.invoke("record", args)
+    return seq
+
+
+def effects_in(trace: Trace) -> Counter[str]:
+    """How many times each effect landed in the world of ``trace``, by ``RUN/STEP`` key (an
+    effect whose reply was lost still landed, and is counted)."""
+    sent: dict[tuple[str, int], Any] = {}
+    landed: Counter[str] = Counter()
+    for event in trace.of("rpc.send", "rpc.exec"):
+        where = (event["link"], event["seq"])
+        if event["ev"] == "rpc.send":
+            if event.get("op") == "invoke":
+                sent[where] = event.get("args")
+            continue
+        args = sent.pop(where, None)
+        if (
+            args
+            and args[0] == "record"
+            and args[1].get("kind") == EFFECT_KIND
+            and event.get("result") is not None
+        ):
+            landed[str(args[1].get("key"))] += 1
+    return landed

@@ -1,0 +1,580 @@
+"""A world: one seed, one scope host, several drives, an upstream, faults, and a trace.
+
+Everything that could differ between two runs is drawn from the seed or fixed by it: Trio's
+scheduler (seeded deterministic scheduling), every link's latency draws, every drive's id mints
+and retry jitter, the store clock's skew and drift, the fault plan. Randomness is split into
+named streams (``world.rng("link:a")``), each seeded from the seed and its name through SHA-512,
+so adding a stream does not shift the draws of the others, and ``PYTHONHASHSEED`` plays no part.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import attrs
+import trio
+
+from driver import (
+    JOB_LEASE_ENTRY_MARGIN,
+    JobDriver,
+    JobDriveReport,
+    JobHandler,
+    JobPassResult,
+    JobRun,
+    JobRunFilter,
+    RetryPolicy,
+    StartJobRunInput,
+    SystemScope,
+    iso_from_ms,
+    job_run_of,
+)
+from scopehost import (
+    DEFAULT_EPOCH_MS,
+    DeliverLate,
+    LegDelay,
+    Link,
+    LinkCall,
+    LinkOutcome,
+    RequestVerdict,
+    ScopeHost,
+    Verdict,
+    describe,
+)
+
+from .._trace import Trace
+from ..faults._plan import (
+    CrashDrive,
+    DelayLeg,
+    DropLeg,
+    Evict,
+    Fault,
+    FaultPlan,
+    LateRequest,
+    PauseDrive,
+    StoreClockFault,
+)
+from ._recording import RecordingJobDriver
+from ._upstream import Upstream
+
+#: Admission misses are in the trace and the story already; the kernel's log line would only
+#: repeat them on stderr, once per miss, in every world of a sweep.
+_DRIVE_LOG = logging.getLogger("sims.drives")
+_DRIVE_LOG.addHandler(logging.NullHandler())
+_DRIVE_LOG.propagate = False
+
+#: The module and job every simulated walk is registered as.
+WALK_MODULE = "importer"
+WALK_JOB = "walk"
+
+
+@attrs.frozen(kw_only=True)
+class DriveSpec:
+    """One drive of a world: its name, its wire and its own clocks."""
+
+    name: str
+    request_ms: LegDelay = 1.0
+    reply_ms: LegDelay = 1.0
+    #: How far this drive's wall clock is from the store's (the store's own skew is separate).
+    clock_skew_ms: float = 0.0
+
+
+class SimDrive:
+    """A ``JobDriver`` with its own link and clocks, which faults can crash, pause and delay."""
+
+    def __init__(self, world: World, spec: DriveSpec, *, index: int) -> None:
+        self.world = world
+        self.name = spec.name
+        self.spec = spec
+        self.link = Link(
+            name=spec.name,
+            request_ms=spec.request_ms,
+            reply_ms=spec.reply_ms,
+            rng=world.rng(f"link:{spec.name}"),
+        )
+        # A monotonic clock has an arbitrary origin; a different one per drive makes sure the
+        # kernel never compares it with anything but itself.
+        origin = 1_000_000.0 * (index + 1)
+        virtual_s = world.host.network.now
+        # Recording: the oracle learns what each handler asked, from the handler's side.
+        self.driver: JobDriver = RecordingJobDriver(
+            world.host,
+            record=world.trace.record,
+            name=spec.name,
+            link=self.link,
+            now=lambda: iso_from_ms(DEFAULT_EPOCH_MS + spec.clock_skew_ms + virtual_s() * 1000.0),
+            monotonic=lambda: origin + virtual_s() * 1000.0,
+            rng=world.rng(f"drive:{spec.name}"),
+            observer=world.trace.record,
+            log=_DRIVE_LOG,
+        )
+        self._calls: Counter[str] = Counter()
+        self._call_index: dict[int, int] = {}
+        # The plan's wire faults of this drive, by (operation, leg, nth): looked up once per
+        # leg, which a 100 000-object walk crosses more than half a million times.
+        self._leg_plan: dict[tuple[str, str, int], tuple[float, bool]] = {}
+        #: The plan's faults behind each entry, marked fired when it strikes.
+        self._leg_faults: dict[tuple[str, str, int], list[Fault]] = {}
+        for fault in world.plan.faults:
+            if isinstance(fault, DelayLeg | DropLeg) and fault.drive == spec.name:
+                where = (fault.operation, fault.leg, fault.nth)
+                self._leg_faults.setdefault(where, []).append(fault)
+                delay, drop = self._leg_plan.get(where, (0.0, False))
+                if isinstance(fault, DelayLeg):
+                    self._leg_plan[where] = (delay + fault.ms, drop)
+                else:
+                    self._leg_plan[where] = (delay, True)
+        # Requests this drive gives up on and the wire delivers late, by (operation, nth).
+        self._late_plan: dict[tuple[str, int], LateRequest] = {
+            (fault.operation, fault.nth): fault
+            for fault in world.plan.faults
+            if isinstance(fault, LateRequest) and fault.drive == spec.name
+        }
+        self._reached: Counter[str] = Counter()
+        self._work: trio.CancelScope | None = None
+        self.down_until_ms = -math.inf
+        # A leg with nothing planned for it is carried without waking this drive (``wants``).
+        self.link.add_request_hook(self._on_request, wants=self._request_wanted)
+        self.link.add_reply_hook(self._on_reply, wants=self._reply_wanted)
+
+    # -- faults on the wire ---------------------------------------------------------------------
+
+    def _request_wanted(self, call: LinkCall) -> bool:
+        self._calls[call.operation] += 1
+        nth = self._call_index[call.seq] = self._calls[call.operation]
+        return (call.operation, "request", nth) in self._leg_plan or (
+            call.operation,
+            nth,
+        ) in self._late_plan
+
+    def _reply_wanted(self, call: LinkCall, outcome: LinkOutcome) -> bool:
+        nth = self._call_index.pop(call.seq, 0)
+        if (call.operation, "reply", nth) not in self._leg_plan:
+            return False
+        self._call_index[call.seq] = nth
+        return True
+
+    async def _on_request(self, call: LinkCall) -> RequestVerdict:
+        nth = self._call_index.get(call.seq, 0)
+        verdict: RequestVerdict = await self._apply(call, "request")
+        late = self._late_plan.get((call.operation, nth)) if self._late_plan else None
+        if verdict is None and late is not None:
+            self.world.fired.add(late)
+            self.world.trace.record(
+                "fault.late",
+                {
+                    "drive": self.name,
+                    "op": call.operation,
+                    "seq": call.seq,
+                    "nth": nth,
+                    "ms": late.ms,
+                },
+            )
+            verdict = DeliverLate(late.ms)
+        if verdict is not None:
+            # A dropped or abandoned request's reply hook will not run to forget it.
+            self._call_index.pop(call.seq, None)
+        return verdict
+
+    async def _on_reply(self, call: LinkCall, outcome: LinkOutcome) -> Verdict:
+        try:
+            return await self._apply(call, "reply")
+        finally:
+            self._call_index.pop(call.seq, None)
+
+    async def _apply(self, call: LinkCall, leg: str) -> Verdict:
+        nth = self._call_index.get(call.seq, 0)
+        delay, drop = self._leg_plan.get((call.operation, leg, nth), (0.0, False))
+        if delay or drop:
+            self.world.fired.update(self._leg_faults[(call.operation, leg, nth)])
+        # ``nth`` is the plan's count (this drive's nth call of the operation), so the story and
+        # the timeline name a call the way the plan that struck it does.
+        if delay:
+            self.world.trace.record(
+                "fault.delay",
+                {
+                    "drive": self.name,
+                    "op": call.operation,
+                    "seq": call.seq,
+                    "nth": nth,
+                    "leg": leg,
+                    "ms": delay,
+                },
+            )
+            await self.world.host.sleep_ms(delay)
+        if drop:
+            self.world.trace.record(
+                "fault.drop",
+                {"drive": self.name, "op": call.operation, "seq": call.seq, "nth": nth, "leg": leg},
+            )
+            return "drop"
+        return None
+
+    # -- faults in the process ------------------------------------------------------------------
+
+    async def pause_point(self, where: str) -> None:
+        """Called by the walk at each point a ``PauseDrive`` can strike; counts per point."""
+        self._reached[where] += 1
+        nth = self._reached[where]
+        for fault in self.world.plan.of(PauseDrive):
+            assert isinstance(fault, PauseDrive)
+            if fault.drive == self.name and fault.where == where and fault.nth == nth:
+                self.world.fired.add(fault)
+                self.world.trace.record(
+                    "fault.pause", {"drive": self.name, "where": where, "nth": nth, "ms": fault.ms}
+                )
+                await self.world.host.sleep_ms(fault.ms)
+
+    def crash(self, down_ms: float) -> None:
+        """Kill whatever the drive is doing, as a process kill would; it restarts later."""
+        self.down_until_ms = self.world.now_ms() + down_ms
+        working = self._work is not None
+        self.world.trace.record(
+            "fault.crash", {"drive": self.name, "down_ms": down_ms, "working": working}
+        )
+        if self._work is not None:
+            self._work.cancel()
+
+    # -- work -----------------------------------------------------------------------------------
+
+    async def tick(
+        self, scope_id: str, *, max_passes: int = 1, limit: int | None = None
+    ) -> JobDriveReport | None:
+        """One drive over ``scope_id``; None when the drive is down or was killed mid-drive."""
+        if self.world.now_ms() < self.down_until_ms:
+            self.world.trace.record("drive.skip", {"drive": self.name, "scope": scope_id})
+            return None
+        self.world.trace.record("drive.tick", {"drive": self.name, "scope": scope_id})
+        report: JobDriveReport | None = None
+        with trio.CancelScope() as self._work:
+            report = await self.driver.run_due_jobs(scope_id, max_passes=max_passes, limit=limit)
+        self._work = None
+        if report is not None:
+            self.world.trace.record(
+                "drive.report", {"drive": self.name, "scope": scope_id, "report": describe(report)}
+            )
+        return report
+
+
+class World:
+    """One simulated world, built from a seed and a :class:`WorldSetup`; a scenario drives it.
+
+    A scenario adds drives (:meth:`add_drive`) and its jobs (:meth:`add_job`), starts runs
+    (:meth:`start`), drives scopes on a schedule (:meth:`every`) or once (:meth:`tick`), and
+    waits for the runs to end (:meth:`settle`). Everything it does is in the trace; the faults of
+    the plan strike by themselves. ``rng(name)`` is a random stream of the seed, for a scenario
+    that draws its own choices."""
+
+    def __init__(
+        self,
+        *,
+        seed: int,
+        host: ScopeHost,
+        trace: Trace,
+        plan: FaultPlan,
+        nursery: trio.Nursery,
+        lease_ms: int,
+        upstream: Upstream,
+        drive_names: tuple[str, ...] = ("cron", "alarm"),
+        scope_names: tuple[str, ...] = ("scope-1",),
+    ) -> None:
+        self.seed = seed
+        self.host = host
+        self.trace = trace
+        self.plan = plan
+        self.nursery = nursery
+        self.lease_ms = lease_ms
+        self.margin_ms = lease_ms * JOB_LEASE_ENTRY_MARGIN
+        self.upstream = upstream
+        self.drives: dict[str, SimDrive] = {}
+        #: The drives this world may add: a fault plan was checked against these names.
+        self.drive_names = drive_names
+        #: The scopes this world may use: the end-of-world checks read exactly these (a run
+        #: left running in a scope they did not read would pass unseen).
+        self.scope_names = scope_names
+        #: The plan's faults that struck (the rest are reported as never fired).
+        self.fired: set[Fault] = set()
+        #: The user's jobs, registered on every drive (those added later too).
+        self.jobs: dict[tuple[str, str], _UserJob] = {}
+
+    def rng(self, stream: str) -> random.Random:
+        """The named random stream of this world (independent of every other stream)."""
+        return random.Random(f"{self.seed}/{stream}")
+
+    def now_ms(self) -> float:
+        return self.host.network.now() * 1000.0
+
+    async def sleep_until_ms(self, at_ms: float) -> None:
+        delay = at_ms - self.now_ms()
+        if delay > 0:
+            await self.host.sleep_ms(delay)
+
+    def note(self, text: str, **fields: Any) -> None:
+        """A line of the story, in the trace."""
+        self.trace.record("world.note", {"text": text, **fields})
+
+    # -- drives and jobs ------------------------------------------------------------------------
+
+    def add_drive(
+        self,
+        spec: DriveSpec,
+        *,
+        retry: RetryPolicy | None = None,
+        lease_ms: int | None = None,
+    ) -> SimDrive:
+        if spec.name not in self.drive_names:
+            raise ValueError(
+                f"drive {spec.name!r} is not one of this world's drives "
+                f"({', '.join(self.drive_names)}); declare it in WorldSetup(drives=...), which is "
+                "what a fault plan is checked against"
+            )
+        drive = SimDrive(self, spec, index=len(self.drives))
+        self.drives[spec.name] = drive
+        drive.driver.register_job(
+            WALK_MODULE,
+            WALK_JOB,
+            partial(self._walk, drive),
+            retry=retry,
+            lease_ms=lease_ms if lease_ms is not None else self.lease_ms,
+        )
+        for job in self.jobs.values():
+            job.register(drive)
+        return drive
+
+    def scope(self, scope_id: str) -> str:
+        """``scope_id``, if this world declared it; a clear error otherwise."""
+        if scope_id not in self.scope_names:
+            raise ValueError(undeclared_scope(scope_id, self.scope_names))
+        return scope_id
+
+    def add_job(
+        self,
+        module_id: str,
+        job: str,
+        handler: JobHandler,
+        *,
+        retry: RetryPolicy | None = None,
+        lease_ms: int | None = None,
+    ) -> None:
+        """Register the user's ``handler`` as ``module_id``/``job`` on every drive of the world,
+        those added before and after. ``handler`` is ``async def handler(ctx) -> JobPassResult |
+        None``; ``retry`` is the job's retry policy; ``lease_ms`` its lease (default the world's
+        ``WorldSetup.lease_ms``)."""
+        key = (module_id, job)
+        if key in self.jobs:
+            raise ValueError(f"job {module_id}/{job} is already added to this world")
+        if key == (WALK_MODULE, WALK_JOB):
+            raise ValueError(
+                f"job {module_id}/{job} is the simulator's own walk; name your job differently"
+            )
+        user_job = _UserJob(
+            module_id=module_id,
+            job=job,
+            handler=handler,
+            retry=retry,
+            lease_ms=lease_ms if lease_ms is not None else self.lease_ms,
+        )
+        self.jobs[key] = user_job
+        for drive in self.drives.values():
+            user_job.register(drive)
+
+    async def start(
+        self,
+        drive: str,
+        scope_id: str,
+        module_id: str,
+        job: str,
+        *,
+        payload: Any = None,
+        instance: str = "default",
+        subject: str | None = None,
+    ) -> JobRun:
+        """Start (or join: runs coalesce by key) a run of ``module_id``/``job`` on ``scope_id``,
+        through ``drive``; the start goes into the trace and the story."""
+        if drive not in self.drives:
+            raise ValueError(
+                f"no drive {drive!r} in this world; add it first with world.add_drive(DriveSpec("
+                f"name={drive!r}))"
+            )
+        run = await self.drives[drive].driver.start_job_run(
+            self.scope(scope_id),
+            StartJobRunInput(
+                module_id=module_id,
+                job=job,
+                instance=instance,
+                payload=payload,
+                subject=subject,
+            ),
+        )
+        self.trace.record("world.start", {"drive": drive, "scope": scope_id, "run": run.id})
+        return run
+
+    async def tick(self, drive: str, scope_id: str, *, max_passes: int = 1) -> None:
+        """Drive ``scope_id`` once with ``drive`` now: run up to ``max_passes`` due passes."""
+        await self.drives[drive].tick(self.scope(scope_id), max_passes=max_passes)
+
+    async def start_walk(
+        self,
+        drive: str,
+        scope_id: str,
+        *,
+        objects: int,
+        chunk: int,
+        instance: str = "default",
+        subject: str | None = None,
+    ) -> JobRun:
+        run = await self.drives[drive].driver.start_job_run(
+            self.scope(scope_id),
+            StartJobRunInput(
+                module_id=WALK_MODULE,
+                job=WALK_JOB,
+                instance=instance,
+                payload={"objects": objects, "chunk": chunk},
+                subject=subject,
+            ),
+        )
+        self.trace.record("world.start", {"drive": drive, "scope": scope_id, "run": run.id})
+        return run
+
+    def every(
+        self,
+        drive: str,
+        scope_id: str,
+        *,
+        every_ms: float,
+        first_ms: float,
+        until_ms: float,
+        max_passes: int = 1,
+        limit: int | None = None,
+    ) -> None:
+        """Tick ``drive`` on ``scope_id`` every ``every_ms`` from ``first_ms`` until ``until_ms``:
+        a cron, or an alarm, running at most ``limit`` runs a tick (the kernel's default when
+        None). Ticks of one drive never overlap; a slow tick delays the next."""
+        self.scope(scope_id)
+
+        async def ticking() -> None:
+            at = first_ms
+            while at < until_ms:
+                await self.sleep_until_ms(at)
+                await self.drives[drive].tick(scope_id, max_passes=max_passes, limit=limit)
+                at = max(at + every_ms, math.floor(self.now_ms() / every_ms + 1) * every_ms)
+
+        self.nursery.start_soon(ticking, name=f"ticks:{drive}")
+
+    def schedule_faults(self) -> None:
+        """Start the timed faults of the plan (evictions, crashes)."""
+        for fault in self.plan.faults:
+            if isinstance(fault, StoreClockFault):
+                self.fired.add(fault)  # the store's clock runs so from the first moment
+            elif isinstance(fault, Evict):
+                self.nursery.start_soon(self._evict_at, fault)
+            elif isinstance(fault, CrashDrive):
+                self.nursery.start_soon(self._crash_at, fault)
+
+    async def _evict_at(self, fault: Evict) -> None:
+        await self.sleep_until_ms(fault.at_ms)
+        live = self.host.evict(fault.scope)
+        self.fired.add(fault)
+        self.trace.record("fault.evict", {"scope": fault.scope, "live": live})
+
+    async def _crash_at(self, fault: CrashDrive) -> None:
+        await self.sleep_until_ms(fault.at_ms)
+        drive = self.drives.get(fault.drive)
+        if drive is not None:
+            self.fired.add(fault)
+            drive.crash(fault.down_ms)
+
+    # -- the walk ---------------------------------------------------------------------------------
+
+    async def _walk(self, drive: SimDrive, ctx: Any) -> JobPassResult:
+        """The spec's opening example: walk ``objects`` upstream objects, ``chunk`` per pass, one
+        step per object, each step fetching it and recording one effect row in the scope.
+
+        The page read at the start of a pass is deliberately NOT a step: when it fails, the pass
+        fails as a whole, which is the path a failed pass's outcome write takes."""
+        payload = ctx.payload
+        objects, chunk = int(payload["objects"]), int(payload["chunk"])
+        start = int(ctx.cursor) if ctx.cursor is not None else 0
+        door = await ctx.scope()
+        await drive.pause_point("pass-start")
+        page = self.upstream.page(start, chunk)
+        for index in page:
+            await drive.pause_point("before-step")
+            await ctx.step(f"object-{index}", partial(self._effect, drive, door, ctx.run.id, index))
+        await drive.pause_point("before-outcome")
+        end = start + len(page)
+        ctx.count("walked", len(page))
+        return JobPassResult(cursor=end, done=end >= objects)
+
+    async def _effect(self, drive: SimDrive, door: SystemScope, run_id: str, index: int) -> int:
+        self.upstream.fetch(index)
+        seq: int = await door.invoke("record", {"kind": "effect", "key": f"{run_id}/{index}"})
+        await drive.pause_point("after-effect")
+        return seq
+
+    # -- reading the outcome --------------------------------------------------------------------
+
+    async def runs(self, scope_id: str) -> list[JobRun]:
+        """Every run on the scope, oldest first, as an operator reads them."""
+        rows = await self.host.stub(scope_id).list(JobRunFilter(limit=500))
+        return [job_run_of(row) for row in reversed(rows)]
+
+    async def sync(self, scope_id: str) -> None:
+        """Put the scope's rows, every run and step row, in the trace: a checkpoint the oracle
+        compares with its model, column by column."""
+        dump = await self.host.stub(scope_id).export_dump()
+        self.trace.record(
+            "world.sync",
+            {"scope": scope_id, "runs": describe(dump.runs), "steps": describe(dump.steps)},
+        )
+
+    async def settle(self, scopes: tuple[str, ...], *, horizon_ms: float, poll_ms: float) -> None:
+        """Wait until every run on ``scopes`` has ended, or until ``horizon_ms``."""
+        for scope_id in scopes:
+            self.scope(scope_id)
+        while self.now_ms() < horizon_ms:
+            await self.sleep_until_ms(min(horizon_ms, self.now_ms() + poll_ms))
+            live = [
+                run
+                for scope in scopes
+                for run in await self.host.stub(scope).list(JobRunFilter(status="running"))
+            ]
+            if not live:
+                return
+
+    async def effects(self, scope_id: str) -> Counter[str]:
+        """How many effect rows each ``run/object`` key has in the scope."""
+        rows: list[dict[str, Any]] = await self.host.stub(scope_id).invoke(
+            "items", {"kind": "effect"}
+        )
+        return Counter(str(row["key"]) for row in rows)
+
+
+def undeclared_scope(scope_id: str, declared: tuple[str, ...]) -> str:
+    return (
+        f"scope {scope_id!r} is not one of this world's scopes ({', '.join(declared)}); declare "
+        "it in WorldSetup(scopes=...), which is what the end-of-world checks read (a run left "
+        "running in an undeclared scope would go unseen)"
+    )
+
+
+@attrs.frozen(kw_only=True)
+class _UserJob:
+    module_id: str
+    job: str
+    handler: JobHandler
+    retry: RetryPolicy | None
+    lease_ms: int
+
+    def register(self, drive: SimDrive) -> None:
+        drive.driver.register_job(
+            self.module_id, self.job, self.handler, retry=self.retry, lease_ms=self.lease_ms
+        )
+
+
+Scenario = Callable[[World], Awaitable[None]]
