@@ -19,14 +19,18 @@ from ._seeds import parse_seeds
 from ._trace import Trace
 from .faults._plan import (
     NO_FAULTS,
+    CrashAfter,
     CrashDrive,
     DelayLeg,
     DropLeg,
     Evict,
+    EvictAfter,
     Fault,
     FaultPlan,
+    HoldLeg,
     LateRequest,
     PauseDrive,
+    PctSchedule,
     StoreClockFault,
     UpstreamFailure,
     draw_plan,
@@ -52,15 +56,19 @@ from .scenarios._registry import (
 )
 from .search._explore import (
     Exploration,
+    SearchReport,
     WorldShape,
     explore_plans,
     fault_plans,
     fault_plans_for,
+    search,
     world_shape,
 )
+from .search._shrink import shrink_plan
 from .timeline._render import render_html, render_terminal, write_timeline
 from .timeline._story import story_lines
 from .world._effects import effect_key, effects_in, record_effect
+from .world._marks import sometimes
 from .world._scheduling import seed_scheduler
 from .world._upstream import Upstream, UpstreamUnavailable
 from .world._world import DriveSpec, SimDrive, World
@@ -70,25 +78,30 @@ __all__ = [
     "NO_FAULTS",
     "SCENARIOS",
     "CheckReport",
+    "CrashAfter",
     "CrashDrive",
     "DelayLeg",
     "DriveSpec",
     "DropLeg",
     "Evict",
+    "EvictAfter",
     "Expectation",
     "Exploration",
     "Facts",
     "Fault",
     "FaultPlan",
     "Finding",
+    "HoldLeg",
     "JobPassContext",
     "JobPassResult",
     "JobRun",
     "LateRequest",
     "PauseDrive",
+    "PctSchedule",
     "RetryPolicy",
     "Scenario",
     "ScenarioRef",
+    "SearchReport",
     "SeedSummary",
     "SimDrive",
     "Simulation",
@@ -126,8 +139,11 @@ __all__ = [
     "run_world",
     "scenario",
     "scenario_names",
+    "search",
     "seed_scheduler",
+    "shrink_plan",
     "simulate",
+    "sometimes",
     "story_lines",
     "sweep",
     "world_shape",

@@ -14,6 +14,7 @@ from typing import Any
 from .._numbers import whole_number
 from ..faults._plan import FAULT_KINDS, FaultPlan, plan_from_text
 from ..mutants._catalog import MUTANTS
+from ..search._explore import DEFAULT_SECONDS, DEFAULT_WORLDS
 from ._conformance import add_conformance_command
 
 
@@ -180,7 +181,19 @@ def _add_explore(commands: Any) -> None:
     explore.add_argument("--seed", default="1", help=_SEED_HELP)
     explore.add_argument("--mutant", metavar="M", help="explore a deliberately broken store")
     explore.add_argument(
-        "--examples", type=whole_number, default=300, help="most plans to try (default 300)"
+        "--budget",
+        metavar="N|Ts",
+        help="how much to search: N worlds, or T seconds of CPU (--budget 60s); by default "
+        f"{DEFAULT_WORLDS} worlds or {DEFAULT_SECONDS:g} s, whichever ends first",
+    )
+    explore.add_argument(
+        "--examples", type=whole_number, help="most worlds to run (the same as --budget N)"
+    )
+    explore.add_argument(
+        "--plan",
+        metavar="PLAN",
+        help="shrink this failing plan instead of searching (a sweep prints it for each failing "
+        "seed): FaultPlan((DelayLeg(...), ...))",
     )
     explore.add_argument(
         "--max-faults", type=whole_number, default=4, help="most faults in one plan (default 4)"
@@ -263,3 +276,27 @@ def checked_positive(value: int, option: str) -> int:
     if value < 1:
         raise UsageError(f"{option} {value} must be 1 or more")
     return value
+
+
+def checked_budget(text: str | None, examples: int | None) -> tuple[int, float | None]:
+    """``--budget``: (worlds, seconds of CPU or None) from ``N`` or ``Ts``; ``--examples N`` is
+    ``--budget N``; neither gives the default, a world count and a time, whichever ends first."""
+    if text is not None and examples is not None:
+        raise UsageError("give --budget or --examples, not both")
+    if examples is not None:
+        return checked_positive(examples, "--examples"), None
+    if text is None:
+        return DEFAULT_WORLDS, DEFAULT_SECONDS
+    spelled = text.strip()
+    try:
+        if spelled.endswith("s"):
+            seconds = float(spelled[:-1])
+            if not seconds > 0 or seconds == float("inf"):
+                raise ValueError
+            return 1_000_000_000, seconds
+        worlds = int(spelled)
+    except ValueError:
+        raise UsageError(
+            f"--budget {text!r}: give a number of worlds (300) or of seconds (60s)"
+        ) from None
+    return checked_positive(worlds, "--budget"), None

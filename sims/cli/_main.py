@@ -32,12 +32,13 @@ from ..runners._outcome import Simulation, python_replay_call
 from ..runners._simulate import simulate, with_user_checks
 from ..runners._sweep import progress_bar, sweep
 from ..scenarios._registry import SCENARIOS, Scenario, display_path, find_scenario, load_file
-from ..search._explore import explore_plans
+from ..search._explore import search
 from ..timeline._render import render_terminal, write_timeline
 from ..timeline._story import story_lines
 from ._arguments import (
     UsageError,
     build_parser,
+    checked_budget,
     checked_mutant,
     checked_output,
     checked_plan,
@@ -422,35 +423,26 @@ def _explore(arguments: argparse.Namespace) -> int:
     scenario = find_scenario(arguments.scenario)
     mutant = checked_mutant(arguments.mutant)
     seed = parse_seed(arguments.seed)
-    examples = checked_positive(arguments.examples, "--examples")
+    worlds, seconds = checked_budget(arguments.budget, arguments.examples)
     max_faults = checked_positive(arguments.max_faults, "--max-faults")
-    found = explore_plans(
+    report = search(
         scenario.ref,
         seed=seed,
         mutant=mutant,
-        max_examples=examples,
+        max_worlds=worlds,
+        max_seconds=seconds,
         max_faults=max_faults,
+        start=checked_plan(arguments.plan),
     )
-    store = f" with mutant {mutant}" if mutant else ""
-    if found is None:
-        print(
-            f"explore {scenario.ref}{store}, seed {seed}: none of the "
-            f"{plural(examples, 'plan')} tried made a check fail"
-        )
-        return 0
-    violations = found.simulation.report.violations
-    print(
-        f"explore {scenario.ref}{store}, seed {seed}: the smallest failing plan has "
-        f"{plural(len(found.plan), 'fault')}, and the checks report "
-        f"{plural(found.simulation.report.violation_count, 'violation')}:"
-    )
-    for finding in violations:
-        print(f"  {finding.line()}")
-    print("\nas a command:")
-    print(f"  {found.command()}")
-    print("\nas code:")
-    print(textwrap.indent(found.code(), "  "))
-    return 1
+    for line in report.lines():
+        print(line)
+    found = report.found
+    if found is not None and report.nondeterminism is None:
+        print("\nas a command:")
+        print(f"  {found.command()}")
+        print("\nas code:")
+        print(textwrap.indent(found.code(), "  "))
+    return 1 if report.failed else 0
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -20,15 +20,20 @@ from driver import STORE_PORT_OPERATIONS
 
 from ._plan import (
     PAUSE_POINTS,
+    UNTIL_EVENTS,
     UPSTREAM_KINDS,
+    CrashAfter,
     CrashDrive,
     DelayLeg,
     DropLeg,
     Evict,
+    EvictAfter,
     Fault,
     FaultPlan,
+    HoldLeg,
     LateRequest,
     PauseDrive,
+    PctSchedule,
     StoreClockFault,
     UpstreamFailure,
 )
@@ -46,33 +51,48 @@ def check_plan(plan: FaultPlan, *, drives: Iterable[str], scopes: Iterable[str])
     """Refuse ``plan`` with a one-line ``PlanError`` naming its first fault that cannot strike
     in a world of ``drives`` and ``scopes``."""
     drives, scopes = tuple(drives), tuple(scopes)
-    clocks = 0
+    clocks = schedulers = 0
     for fault in plan.faults:
         problem = _problem(fault, drives, scopes)
         if isinstance(fault, StoreClockFault):
             clocks += 1
             if clocks > 1 and problem is None:
                 problem = "the store has one clock; give one StoreClockFault"
+        if isinstance(fault, PctSchedule):
+            schedulers += 1
+            if schedulers > 1 and problem is None:
+                problem = "a world has one scheduler; give one PctSchedule"
         if problem is not None:
             raise PlanError(f"fault {fault!r} cannot strike: {problem}")
 
 
 def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> str | None:
-    drive_faults = DelayLeg | DropLeg | LateRequest | PauseDrive | CrashDrive
+    drive_faults = (
+        DelayLeg
+        | DropLeg
+        | LateRequest
+        | PauseDrive
+        | CrashDrive
+        | HoldLeg
+        | CrashAfter
+        | EvictAfter
+    )
     if isinstance(fault, drive_faults) and fault.drive not in drives:
         return (
             f"the world has no drive {fault.drive!r}; its drives are {', '.join(drives)} "
             "(a world declares its drives in WorldSetup(drives=...))"
         )
-    wire_faults = DelayLeg | DropLeg | LateRequest
+    wire_faults = DelayLeg | DropLeg | LateRequest | HoldLeg | CrashAfter | EvictAfter
     if isinstance(fault, wire_faults) and fault.operation not in DRIVE_OPERATIONS:
         return (
             f"a drive sends no operation {fault.operation!r}; "
             f"its operations are {', '.join(DRIVE_OPERATIONS)}"
         )
-    if isinstance(fault, DelayLeg | DropLeg) and fault.leg not in LEGS:
+    if isinstance(fault, DelayLeg | DropLeg | HoldLeg) and fault.leg not in LEGS:
         return f"a call has no leg {fault.leg!r}; its legs are request and reply"
-    if isinstance(fault, DelayLeg | DropLeg | LateRequest | PauseDrive):
+    if isinstance(
+        fault, DelayLeg | DropLeg | LateRequest | PauseDrive | HoldLeg | CrashAfter | EvictAfter
+    ):
         problem = _whole(fault.nth, "nth")
         if problem is not None:
             return problem
@@ -91,6 +111,26 @@ def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> 
         return (
             f"a walk has no pause point {fault.where!r}; its points are {', '.join(PAUSE_POINTS)}"
         )
+    if isinstance(fault, HoldLeg):
+        if fault.until not in UNTIL_EVENTS:
+            return (
+                f"a held leg cannot wait for {fault.until!r}; it waits for one of "
+                f"{', '.join(UNTIL_EVENTS)} (by another drive)"
+            )
+        if len(drives) < 2:
+            return "a held leg waits for ANOTHER drive, and the world has one; declare two"
+        problem = _duration(fault.max_ms, "max_ms")
+        if problem is None and fault.max_ms == 0:
+            problem = "max_ms=0 holds the leg for no time, which changes nothing; give max_ms > 0"
+        return problem
+    if isinstance(fault, CrashAfter):
+        return _duration(fault.down_ms, "down_ms")
+    if isinstance(fault, PctSchedule):
+        if type(fault.seed) is not int or fault.seed < 0:
+            return f"seed={fault.seed!r}; give a whole number >= 0"
+        if type(fault.depth) is not int or fault.depth < 1:
+            return f"depth={fault.depth!r}; give a whole number >= 1 (1: no change point)"
+        return _whole(fault.within, "within")
     if isinstance(fault, Evict):
         if fault.scope not in scopes:
             return f"the world has no scope {fault.scope!r}; its scopes are {', '.join(scopes)}"

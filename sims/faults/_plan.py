@@ -97,6 +97,71 @@ class StoreClockFault:
     drift: float = 0.0
 
 
+#: What a held leg waits for, done by ANOTHER drive than the one whose call is held: a claim that
+#: takes a run over, a step recorded, a write through the scope's door (an effect: any ``invoke``
+#: but an ``items`` read), a pass committed, a drive call started.
+Until: TypeAlias = Literal["takeover", "step", "effect", "commit", "tick"]
+UNTIL_EVENTS: tuple[Until, ...] = ("takeover", "step", "effect", "commit", "tick")
+
+
+@attrs.frozen(kw_only=True)
+class HoldLeg:
+    """Hold the ``nth`` ``operation`` call of ``drive`` on its ``leg`` until another drive does
+    ``until`` (see :data:`UNTIL_EVENTS`), then let it go; at the latest after ``max_ms``.
+
+    A delay in milliseconds reaches the spec's at-least-once window only when it happens to be
+    longer than the lease plus the gap to another drive's next tick, and short enough to land
+    before that drive's pass ends. A hold aims at the window itself, whatever the world's timings:
+    a reply held ``until="effect"`` arrives just after another pass of the run did its effect."""
+
+    drive: str
+    operation: str
+    nth: int
+    leg: Leg
+    until: Until
+    max_ms: float = 60_000.0
+
+
+@attrs.frozen(kw_only=True)
+class CrashAfter:
+    """Kill ``drive`` right after its ``nth`` ``operation`` call ran in the scope, before the reply
+    reaches it: after BEGIN (``begin``: the handler never starts), inside a step body (``invoke``:
+    the effect landed, the step is not recorded), with a resource taken and not yet given back. It
+    comes back ``down_ms`` later. A crash at a time of day rarely lands inside a pass; this one
+    lands where the call is."""
+
+    drive: str
+    operation: str
+    nth: int
+    down_ms: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class EvictAfter:
+    """Abort the actor of the scope that ``drive``'s ``nth`` ``operation`` call ran in, right after
+    it ran and before its reply leaves (a Durable Object evicted mid-conversation)."""
+
+    drive: str
+    operation: str
+    nth: int
+
+
+@attrs.frozen(kw_only=True)
+class PctSchedule:
+    """Schedule the world's tasks PCT-style instead of by a seeded shuffle: each task gets a
+    random priority, the highest ready one runs first, and at ``depth - 1`` random points among
+    the first ``within`` scheduling steps the running task drops below all the others. ``seed``
+    picks the priorities and the points (the world's seed still decides everything else).
+
+    PCT (probabilistic concurrency testing, as in Coyote and shuttle) finds an ordering bug that
+    needs ``depth`` ordering constraints with a probability bounded below per world, where a
+    random shuffle's chance falls off with the number of steps (docs/search.md)."""
+
+    seed: int
+    depth: int = 3
+    within: int = 2_000
+
+
 UpstreamKind: TypeAlias = Literal["any", "page", "object"]
 UPSTREAM_KINDS: tuple[UpstreamKind, ...] = ("any", "page", "object")
 
@@ -114,6 +179,10 @@ class UpstreamFailure:
 Fault: TypeAlias = (
     DelayLeg
     | DropLeg
+    | HoldLeg
+    | CrashAfter
+    | EvictAfter
+    | PctSchedule
     | LateRequest
     | Evict
     | CrashDrive
@@ -130,7 +199,17 @@ FAULT_KINDS: tuple[type, ...] = (
     StoreClockFault,
     UpstreamFailure,
     LateRequest,
+    HoldLeg,
+    CrashAfter,
+    EvictAfter,
+    PctSchedule,
 )
+#: What :func:`draw_plan` draws from when given no ``kinds``: the timed and leg faults it has
+#: always drawn, so a seed's plan stays the plan it was. The event faults and the PCT scheduler
+#: are drawn when named (the ``random`` world and the search name them).
+DRAWN_BY_DEFAULT: tuple[type, ...] = FAULT_KINDS[:8]
+#: The faults that strike at an event of the world rather than at a time or a call count alone.
+EVENT_KINDS: tuple[type, ...] = (HoldLeg, CrashAfter, EvictAfter, PctSchedule)
 OPERATIONS = (
     "claim",
     "begin",
@@ -203,10 +282,11 @@ def draw_plan(
     horizon_ms: float,
     kinds: tuple[type, ...] | None = None,
 ) -> FaultPlan:
-    """A swarm draw: a random subset of ``kinds`` (by default every kind), then one to three
-    faults of each. Narrow ``kinds`` to those the world can fire: pauses and upstream failures
-    strike only the built-in walk, and a world without it would draw faults that never fire."""
-    pool = FAULT_KINDS if kinds is None else tuple(kinds)
+    """A swarm draw: a random subset of ``kinds`` (by default :data:`DRAWN_BY_DEFAULT`, the
+    timed and leg faults), then one to three faults of each. Narrow ``kinds`` to those the world
+    can fire: pauses and upstream failures strike only the built-in walk, and a world without it
+    would draw faults that never fire."""
+    pool = DRAWN_BY_DEFAULT if kinds is None else tuple(kinds)
     strangers = [kind for kind in pool if kind not in FAULT_KINDS]
     if strangers or not pool:
         raise ValueError(
@@ -275,6 +355,33 @@ def draw_plan(
                 if skew or drift:
                     faults.append(StoreClockFault(skew_ms=skew, drift=drift))
                 break  # one store clock
+            elif kind is HoldLeg:
+                faults.append(
+                    HoldLeg(
+                        drive=drive,
+                        operation=rng.choice(OPERATIONS),
+                        nth=rng.randint(1, 4),
+                        leg=rng.choice(("request", "reply")),
+                        until=rng.choice(UNTIL_EVENTS),
+                        max_ms=rng.choice((lease_ms * 3.0, lease_ms * 10.0)),
+                    )
+                )
+            elif kind is CrashAfter:
+                faults.append(
+                    CrashAfter(
+                        drive=drive,
+                        operation=rng.choice(OPERATIONS),
+                        nth=rng.randint(1, 4),
+                        down_ms=rng.choice((0.0, float(lease_ms), lease_ms * 2.0)),
+                    )
+                )
+            elif kind is EvictAfter:
+                faults.append(
+                    EvictAfter(drive=drive, operation=rng.choice(OPERATIONS), nth=rng.randint(1, 4))
+                )
+            elif kind is PctSchedule:
+                faults.append(PctSchedule(seed=rng.randrange(2**16), depth=rng.randint(2, 4)))
+                break  # one scheduler
             elif kind is UpstreamFailure:
                 what: UpstreamKind = rng.choice(UPSTREAM_KINDS)
                 first = rng.randint(1, 6 if what == "page" else 20)

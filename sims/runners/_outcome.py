@@ -115,6 +115,15 @@ def replay_command(
     return " ".join(_quote(word) for word in words)
 
 
+def explore_command(scenario: str, seed: int, plan: str, mutant: str | None = None) -> str:
+    """``python -m sims explore ... --plan PLAN``: shrink a failing world's plan to its smallest."""
+    words = ["python", "-m", "sims", "explore", scenario, "--seed", str(seed)]
+    if mutant is not None:
+        words += ["--mutant", mutant]
+    words += ["--plan", plan]
+    return " ".join(_quote(word) for word in words)
+
+
 def _quote(word: str) -> str:
     """A word for a POSIX shell; a plan (full of single quotes) reads best in double quotes."""
     if shlex.quote(word) == word:

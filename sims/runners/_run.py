@@ -7,6 +7,7 @@ nothing more.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -30,11 +31,19 @@ from scopehost import (
 from .._seeds import require_seed
 from .._trace import TRACE_FORMAT, Trace
 from ..faults._check import check_plan
-from ..faults._plan import NO_FAULTS, Fault, FaultPlan, StoreClockFault, UpstreamFailure
+from ..faults._plan import (
+    NO_FAULTS,
+    Fault,
+    FaultPlan,
+    PctSchedule,
+    StoreClockFault,
+    UpstreamFailure,
+)
 from ..mutants._ablation import ablated
 from ..oracle._checks import TraceChecker
 from ..oracle._report import CheckReport
-from ..world._scheduling import seed_scheduler
+from ..world._marks import marks_of
+from ..world._scheduling import pct_scheduling, seed_scheduler
 from ..world._upstream import Upstream
 from ..world._world import World, undeclared_scope
 
@@ -87,11 +96,19 @@ def run_world(
     # Time moves only when the host's network jumps it (jump_clock=True below).
     clock = VirtualClock()
     # A mutant made of source ablations breaks the real code for this world only.
-    with ablated(*getattr(setup.database, "ablations", ())):
+    with ablated(*getattr(setup.database, "ablations", ())), _scheduled(setup.plan):
         result: WorldOutcome = trio.run(
             partial(_main, seed, setup, drive, settles, meta or {}), clock=clock
         )
     return result
+
+
+def _scheduled(plan: FaultPlan) -> contextlib.AbstractContextManager[None]:
+    """The plan's scheduler: PCT when it has a :class:`PctSchedule`, else the seeded shuffle."""
+    for fault in plan.of(PctSchedule):
+        assert isinstance(fault, PctSchedule)
+        return pct_scheduling(fault.seed, depth=fault.depth, within=fault.within)
+    return contextlib.nullcontext()
 
 
 def _store_clock(plan: FaultPlan) -> StoreClock:
@@ -121,6 +138,19 @@ async def _main(
     )
     upstream = Upstream(setup.objects, _failing_calls(setup.plan))
 
+    with marks_of(trace):
+        return await _hosted(seed, setup, drive, settles, trace, checker, upstream)
+
+
+async def _hosted(
+    seed: int,
+    setup: WorldSetup,
+    drive: Callable[[World], Awaitable[None]],
+    settles: bool,
+    trace: Trace,
+    checker: TraceChecker,
+    upstream: Upstream,
+) -> WorldOutcome:
     async with open_scope_host(
         setup.directory,
         clock=_store_clock(setup.plan),

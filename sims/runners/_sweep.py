@@ -19,15 +19,21 @@ import attrs
 
 from .._numbers import plural
 from .._seeds import sweep_seeds
+from ..faults._plan import NO_FAULTS
 from ..mutants._catalog import MUTANTS
 from ..oracle._probes import probe_lines
 from ..scenarios._registry import ScenarioRef, find_scenario
 from ._dask import run_on_cluster
-from ._outcome import replay_command
+from ._outcome import explore_command, replay_command
+from ._rerun import NONDETERMINISM_HELP, first_difference
 from ._simulate import simulate, world_error_of_line
 
 #: How many of a failing seed's findings a sweep's report lists (the rest are counted).
 _SHOWN_PER_SEED = 3
+
+#: Besides every failing seed, one seed in this many is run twice and its traces compared: a
+#: handler that reads random, the wall clock or state from an earlier world shows there.
+RERUN_EVERY = 20
 
 
 @attrs.frozen
@@ -43,10 +49,16 @@ class SeedSummary:
     probes: tuple[tuple[str, int], ...] = ()
     #: The kind of each fault of the seed's plan that never fired, in plan order.
     unfired: tuple[str, ...] = ()
+    #: The seed's fault plan, as code (what ``explore --plan`` shrinks).
+    plan: str = ""
+    #: Whether the sweep ran this world a second time to compare the traces.
+    rerun: bool = False
+    #: Where the world, run again, gave another trace (uncontrolled nondeterminism), or "".
+    nondeterministic: str = ""
 
     @property
     def ok(self) -> bool:
-        return not self.violations and not self.mismatches
+        return not self.violations and not self.mismatches and not self.nondeterministic
 
 
 @attrs.frozen(kw_only=True)
@@ -79,8 +91,21 @@ class SweepReport:
             yield f"  explained by the spec: {count} × {check}"
         yield from probe_lines(self.seeds)
         yield from self._unfired_lines()
+        rerun = sum(1 for s in self.seeds if s.rerun)
+        yield (
+            f"  determinism: {plural(rerun, 'world')} run twice (every failing seed and one in "
+            f"{RERUN_EVERY} others), {sum(1 for s in self.seeds if s.nondeterministic)} differed"
+        )
         for summary in self.failing:
             yield f"  seed {summary.seed}: {self.replay_command(summary.seed)}"
+            if summary.nondeterministic:
+                yield f"      not a function of its seed: {summary.nondeterministic}"
+                yield f"      {NONDETERMINISM_HELP}"
+            if summary.plan and summary.plan != repr(NO_FAULTS) and summary.violations:
+                yield (
+                    "      shrink its plan: "
+                    + explore_command(self.scenario, summary.seed, summary.plan, self.mutant)
+                )
             found = (*summary.violations, *summary.mismatches)
             for text in found[:_SHOWN_PER_SEED]:
                 yield f"      {text}"
@@ -113,7 +138,15 @@ def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
     scenario, seed, mutant = job
     simulation = simulate(scenario, seed, mutant=mutant)
     report = simulation.report
+    rerun = not simulation.ok or seed % RERUN_EVERY == 0
+    differs = None
+    if rerun and simulation.outcome.setup.trace:
+        again = simulate(scenario, seed, mutant=mutant)
+        differs = first_difference(simulation.outcome.trace, again.outcome.trace)
     return SeedSummary(
+        plan=repr(simulation.outcome.setup.plan),
+        nondeterministic=differs or "",
+        rerun=rerun,
         seed=seed,
         violations=tuple(finding.line() for finding in report.violations),
         mismatches=simulation.mismatches,

@@ -1,124 +1,71 @@
-"""Exploring fault plans with Hypothesis, and shrinking a violation to its smallest cause.
+"""Searching fault plans for one that makes a check fail, guided, budgeted, and told honestly.
 
-Hypothesis draws whole fault plans (the world's seed stays fixed, so the plan is the only thing
-that varies); when a plan makes a check report a violation, Hypothesis shrinks it — fewer faults,
-earlier kinds, smaller numbers — to the smallest plan that still does, and that plan prints as a
-command and as code that replay it.
+The world's seed stays fixed; the plan is what varies. The search learns the world's shape from a
+clean run (its cadence, leases and calls, :mod:`._shape`), then looks in stages, simplest causes
+first, because a shrinker improves a plan locally and cannot always get from three faults to a
+different single one:
 
-Strategies list the leg faults first because they shrink towards the first alternative: a
-violation that one late or dropped leg can cause is reported as that one leg.
+1. every single fault that strikes at an event of the world, tried in turn: each call of each drive
+   held until another drive takes over, steps, writes, commits or ticks; a crash and an eviction
+   right after each call. These reach the spec's at-least-once windows whatever the timings;
+2. Hypothesis, drawing plans of one fault, then of several (:mod:`._aimed`), with delays and crash
+   times in the world's own terms, and ``hypothesis.target`` on how rare the windows, probes and
+   marks a world reached are, so the search climbs towards what it has seldom seen.
+
+A failing plan is shrunk, run again in this process and, for a world a command line can name, in a
+fresh process, and reported only if it reproduces. A clean result says what was covered: worlds,
+windows entered, faults fired, probes and the user's ``sometimes`` marks, and marks never reached.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
 import attrs
-from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import HealthCheck, Phase, find, settings, target
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from driver import JOB_LEASE_ENTRY_MARGIN
-
+from .._numbers import plural
+from .._trace import Trace
+from ..faults._check import PlanError
 from ..faults._plan import (
     NO_FAULTS,
-    OPERATIONS,
-    PAUSE_POINTS,
-    UPSTREAM_KINDS,
-    CrashDrive,
-    DelayLeg,
-    DropLeg,
-    Evict,
-    Fault,
+    UNTIL_EVENTS,
+    CrashAfter,
+    EvictAfter,
     FaultPlan,
-    LateRequest,
-    PauseDrive,
-    StoreClockFault,
-    UpstreamFailure,
-    boundary_delays,
+    HoldLeg,
 )
 from ..mutants._catalog import MUTANTS
 from ..runners._outcome import Simulation, replay_command
-from ..runners._simulate import simulate
+from ..runners._rerun import NONDETERMINISM_HELP, first_difference
+from ..runners._simulate import WorldError, simulate
 from ..scenarios._registry import ScenarioRef, find_scenario
+from ._aimed import aimed_plans, fault_plans
+from ._coverage import Coverage, features_of
+from ._shape import WorldShape, shape_of, world_shape
+from ._shrink import shrink_plan
 
+__all__ = [
+    "Exploration",
+    "SearchReport",
+    "WorldShape",
+    "explore_plans",
+    "fault_plans",
+    "fault_plans_for",
+    "search",
+    "world_shape",
+]
 
-def fault_plans(
-    *,
-    drives: tuple[str, ...] = ("cron", "alarm"),
-    scopes: tuple[str, ...] = ("scope-1", "scope-2"),
-    lease_ms: int = 1_000,
-    max_faults: int = 4,
-    legs_only: bool = False,
-) -> st.SearchStrategy[FaultPlan]:
-    """Fault plans over a world's drives and scopes, with delays at the spec's boundaries;
-    ``legs_only`` draws only late and dropped legs."""
-    delays = st.sampled_from(boundary_delays(lease_ms, lease_ms * JOB_LEASE_ENTRY_MARGIN))
-    drive = st.sampled_from(drives)
-    legs = st.sampled_from(("request", "reply"))
-    operation = st.sampled_from(OPERATIONS)
-    nth = st.integers(1, 4)
-    when = st.integers(0, 30).map(lambda s: s * 1_000.0)
-    leg_fault: st.SearchStrategy[Fault] = st.one_of(
-        st.builds(DelayLeg, drive=drive, operation=operation, nth=nth, leg=legs, ms=delays),
-        st.builds(DropLeg, drive=drive, operation=operation, nth=nth, leg=legs),
-    )
-    if legs_only:
-        return st.lists(leg_fault, max_size=max_faults).map(lambda faults: FaultPlan(tuple(faults)))
-    fault: st.SearchStrategy[Fault] = st.one_of(
-        leg_fault,
-        st.builds(
-            PauseDrive,
-            drive=drive,
-            nth=st.integers(1, 6),
-            ms=delays,
-            where=st.sampled_from(PAUSE_POINTS),
-        ),
-        st.builds(Evict, scope=st.sampled_from(scopes), at_ms=when),
-        st.builds(CrashDrive, drive=drive, at_ms=when, down_ms=st.sampled_from((0.0, 2_000.0))),
-        st.builds(
-            UpstreamFailure,
-            first=st.integers(1, 20),
-            count=st.integers(1, 3),
-            what=st.sampled_from(UPSTREAM_KINDS),
-        ),
-        # Every skew and drift but the true clock, which changes nothing and is refused.
-        st.sampled_from(
-            [(s, d) for s in (0.0, 100.0, -100.0) for d in (0.0, 0.01, -0.01) if s or d]
-        ).map(lambda clock: StoreClockFault(skew_ms=clock[0], drift=clock[1])),
-        st.builds(LateRequest, drive=drive, operation=operation, nth=nth, ms=delays),
-    )
-    return st.lists(fault, max_size=max_faults).map(_one_store_clock)
-
-
-def _one_store_clock(faults: list[Fault]) -> FaultPlan:
-    """The plan of ``faults`` with only the first store clock fault: the store has one clock."""
-    clocks = [i for i, fault in enumerate(faults) if isinstance(fault, StoreClockFault)]
-    return FaultPlan(tuple(fault for i, fault in enumerate(faults) if i not in clocks[1:]))
-
-
-@attrs.frozen(kw_only=True)
-class WorldShape:
-    """The names a fault plan of one scenario can point at: its drives and scopes, its lease."""
-
-    drives: tuple[str, ...]
-    scopes: tuple[str, ...]
-    lease_ms: int
-
-
-def world_shape(scenario: str | ScenarioRef, *, seed: int = 1) -> WorldShape:
-    """The drives and scopes ``scenario`` uses, learnt by running it once with no faults."""
-    simulation = simulate(scenario, seed, plan=NO_FAULTS, keep_trace=True)
-    drives: dict[str, None] = {}
-    scopes: dict[str, None] = dict.fromkeys(simulation.outcome.setup.scopes)
-    for event in simulation.outcome.trace.of("drive.tick", "drive.skip", "world.start"):
-        drives.setdefault(str(event["drive"]), None)
-    # Only the scopes the setup declares: those are what a plan is checked against.
-    if not drives:
-        raise ValueError(
-            f"scenario {simulation.scenario} ticks no drive; a fault plan needs a drive to aim at"
-        )
-    return WorldShape(
-        drives=tuple(drives), scopes=tuple(scopes), lease_ms=simulation.outcome.setup.lease_ms
-    )
+#: The default budget: this many worlds, or this many seconds, whichever ends first.
+DEFAULT_WORLDS = 300
+DEFAULT_SECONDS = 30.0
 
 
 def fault_plans_for(
@@ -128,20 +75,16 @@ def fault_plans_for(
     max_faults: int = 4,
     legs_only: bool = False,
 ) -> st.SearchStrategy[FaultPlan]:
-    """:func:`fault_plans` aimed at ``scenario``'s own drives, scopes and lease."""
-    shape = world_shape(scenario, seed=seed)
+    """:func:`fault_plans` aimed at ``scenario``'s own drives, scopes, leases, cadence and
+    calls, learnt from one clean run."""
     return fault_plans(
-        drives=shape.drives,
-        scopes=shape.scopes,
-        lease_ms=shape.lease_ms,
-        max_faults=max_faults,
-        legs_only=legs_only,
+        shape=world_shape(scenario, seed=seed), max_faults=max_faults, legs_only=legs_only
     )
 
 
 @attrs.frozen
 class Exploration:
-    """The smallest plan Hypothesis found that makes a check report a violation."""
+    """The smallest plan the search found that makes a check report a violation."""
 
     scenario: str
     seed: int
@@ -165,54 +108,311 @@ class Exploration:
         )
 
 
-def explore_plans(
+@attrs.frozen(kw_only=True)
+class SearchReport:
+    """What a search did: what it found (if anything), what it covered, and whether the world
+    was a function of its seed."""
+
+    scenario: str
+    seed: int
+    mutant: str | None
+    found: Exploration | None
+    worlds: int
+    seconds: float
+    coverage: Coverage
+    #: Where the same world gave two traces (uncontrolled nondeterminism), or None.
+    nondeterminism: str | None = None
+    #: For a finding: whether a fresh process reproduced it byte for byte (None: not checked,
+    #: as for a world on a store of the caller's own, which no command line names).
+    reproduced: bool | None = None
+    #: Why the search stopped: "found", "worlds" or "seconds" (the budget), or "nondeterminism".
+    stopped: str = "worlds"
+
+    @property
+    def failed(self) -> bool:
+        return self.found is not None or self.nondeterminism is not None
+
+    def lines(self) -> Iterator[str]:
+        store = f" with mutant {self.mutant}" if self.mutant else ""
+        head = f"explore {self.scenario}{store}, seed {self.seed}"
+        budget = f"{plural(self.worlds, 'world')} in {self.seconds:.1f} s of CPU"
+        if self.nondeterminism is not None:
+            yield f"{head}: the world is not a function of its seed ({budget}):"
+            yield f"  {self.nondeterminism}"
+            yield f"  {NONDETERMINISM_HELP}"
+        if self.found is not None:
+            found = self.found
+            yield (
+                f"{head}: the smallest failing plan has {plural(len(found.plan), 'fault')}, "
+                f"and the checks report "
+                f"{plural(found.simulation.report.violation_count, 'violation')} ({budget}):"
+            )
+            for finding in found.simulation.report.violations:
+                yield f"  {finding.line()}"
+            if self.reproduced:
+                yield "a fresh process reproduced it byte for byte."
+        elif self.nondeterminism is None:
+            why = {
+                "seconds": "the time budget ran out",
+                "worlds": "the world budget ran out",
+            }
+            yield (
+                f"{head}: no check failed in {budget} ({why.get(self.stopped, self.stopped)}). "
+                "What was searched:"
+            )
+            yield from self.coverage.lines()
+
+
+def search(
     scenario: str | ScenarioRef = "random",
     *,
     seed: int = 1,
     mutant: str | None = None,
-    max_examples: int = 300,
+    max_worlds: int = DEFAULT_WORLDS,
+    max_seconds: float | None = DEFAULT_SECONDS,
     max_faults: int = 4,
-) -> Exploration | None:
-    """Search fault plans aimed at ``scenario``'s drives and scopes for one under which a check
-    reports a violation, and shrink it. None when ``max_examples`` plans found nothing.
-    Deterministic: Hypothesis is derandomized."""
+    fresh_process: bool = True,
+    start: FaultPlan | None = None,
+    clock: Callable[[], float] = time.process_time,
+) -> SearchReport:
+    """Search fault plans aimed at ``scenario`` for one under which a check reports a violation,
+    within ``max_worlds`` worlds and ``max_seconds`` of CPU time (None: no time limit); shrink it
+    and check that it reproduces. Given ``start``, a plan that already fails (a sweep seed's drawn
+    plan, one written by hand), it searches nothing and shrinks that plan. Deterministic for a
+    world budget: Hypothesis is derandomized and the stages run in a fixed order (a time budget
+    stops where the machine's speed says)."""
     if mutant is not None and mutant not in MUTANTS:
         raise ValueError(f"no mutant {mutant!r}; the mutants are: {', '.join(MUTANTS)}")
-    shape = world_shape(scenario, seed=seed)
     shown = str(find_scenario(scenario).ref)
+    started = clock()
+    coverage = Coverage()
+    worlds = 0
 
-    def violates(plan: FaultPlan) -> bool:
-        return bool(simulate(scenario, seed, plan=plan, mutant=mutant).report.violations)
+    def over_budget() -> str | None:
+        if worlds >= max_worlds:
+            return "worlds"
+        if max_seconds is not None and clock() - started >= max_seconds:
+            return "seconds"
+        return None
 
-    def plans(max_faults: int, legs_only: bool = False) -> st.SearchStrategy[FaultPlan]:
-        return fault_plans(
-            drives=shape.drives,
-            scopes=shape.scopes,
-            lease_ms=shape.lease_ms,
-            max_faults=max_faults,
-            legs_only=legs_only,
+    def run(plan: FaultPlan) -> Simulation:
+        nonlocal worlds
+        worlds += 1
+        try:
+            simulation = simulate(scenario, seed, plan=plan, mutant=mutant, keep_trace=True)
+        except WorldError as error:
+            if isinstance(error.__cause__, PlanError):
+                raise error.__cause__ from None  # a plan the world refuses: no world ran
+            raise
+        coverage.add(features_of(simulation))
+        return simulation
+
+    def report(**fields: object) -> SearchReport:
+        return SearchReport(
+            scenario=shown,
+            seed=seed,
+            mutant=mutant,
+            worlds=worlds,
+            seconds=clock() - started,
+            coverage=coverage,
+            **fields,  # type: ignore[arg-type]
         )
 
-    # Simplest causes first: the shrinker improves a plan locally and cannot always get from a
-    # three-fault plan to a different single fault, so one late or dropped leg is searched for
-    # first, then any one fault, then larger plans.
-    stages = (plans(1, legs_only=True), plans(1), plans(max_faults))
-    for strategy in stages:
+    # The clean world twice: a world that is no function of its seed makes every verdict after
+    # it meaningless, so this comes first.
+    clean = run(NO_FAULTS)
+    again = run(NO_FAULTS)
+    differs = first_difference(clean.outcome.trace, again.outcome.trace)
+    if differs is not None:
+        return report(
+            found=None,
+            nondeterminism=f"the clean world, run twice in one process: {differs}",
+            stopped="nondeterminism",
+        )
+    if clean.report.violations:
+        found = Exploration(shown, seed, mutant, NO_FAULTS, clean)
+        return _checked(found, report, run, fresh_process)
+    shape = shape_of(clean)
+    if start is not None:
+        given = run(start)
+        if not given.report.violations:
+            return report(found=None, stopped="the given plan makes no check fail")
+        return _shrunk(start, shown, seed, mutant, report, run, fresh_process)
+
+    def violates(plan: FaultPlan) -> bool:
+        try:
+            simulation = run(plan)
+        except PlanError:
+            return False
+        return bool(simulation.report.violations)
+
+    # Stage 1: every single event fault, in a fixed order; in a world of many calls, an even
+    # spread of them over at most half the budget, so Hypothesis gets the other half.
+    singles = list(_single_event_plans(shape))
+    share = max(1, (max_worlds - worlds) // 2)
+    if len(singles) > share:
+        singles = [singles[i * len(singles) // share] for i in range(share)]
+    for plan in singles:
+        stop = over_budget()
+        if stop is not None:
+            return report(found=None, stopped=stop)
+        if violates(plan):
+            return _shrunk(plan, shown, seed, mutant, report, run, fresh_process)
+
+    # Stage 2: Hypothesis, one fault then several, climbing towards rare windows.
+    for strategy in (aimed_plans(shape, max_faults=1), aimed_plans(shape, max_faults=max_faults)):
+
+        def guided(plan: FaultPlan) -> bool:
+            if over_budget() is not None:
+                return False  # the budget is spent: let Hypothesis run out cheaply
+            try:
+                simulation = run(plan)
+            except PlanError:
+                return False
+            target(coverage.rarity(features_of(simulation)), label="rare windows")
+            return bool(simulation.report.violations)
+
+        stop = over_budget()
+        if stop is not None:
+            return report(found=None, stopped=stop)
         try:
             plan = find(
                 strategy,
-                violates,
+                guided,
                 settings=settings(
-                    max_examples=max(1, max_examples // len(stages)),
+                    max_examples=max(1, max_worlds - worlds),
                     derandomize=True,
                     database=None,
                     deadline=None,
-                    phases=(Phase.generate, Phase.shrink),
+                    phases=(Phase.generate, Phase.target, Phase.shrink),
                     suppress_health_check=list(HealthCheck),
                 ),
             )
         except NoSuchExample:
             continue
-        simulation = simulate(scenario, seed, plan=plan, mutant=mutant)
-        return Exploration(shown, seed, mutant, plan, simulation)
-    return None
+        return _shrunk(plan, shown, seed, mutant, report, run, fresh_process)
+    return report(found=None, stopped=over_budget() or "worlds")
+
+
+def _single_event_plans(shape: WorldShape) -> Iterator[FaultPlan]:
+    """One event fault at a time, over every call the clean world made: replies held first (the
+    at-least-once window of a step body), then crashes and evictions after a call."""
+    calls = [(d, op, n) for d, op, count in shape.calls for n in range(1, count + 1)]
+    if len(shape.drives) > 1:
+        for until in ("effect", "commit", "takeover", "step", "tick"):
+            assert until in UNTIL_EVENTS
+            for drive, op, nth in calls:
+                yield FaultPlan(
+                    (
+                        HoldLeg(
+                            drive=drive,
+                            operation=op,
+                            nth=nth,
+                            leg="reply",
+                            until=until,
+                            max_ms=shape.lease_ms * 10.0,
+                        ),
+                    )
+                )
+    for drive, op, nth in calls:
+        yield FaultPlan((CrashAfter(drive=drive, operation=op, nth=nth),))
+    for drive, op, nth in calls:
+        yield FaultPlan((EvictAfter(drive=drive, operation=op, nth=nth),))
+
+
+def _shrunk(
+    plan: FaultPlan,
+    shown: str,
+    seed: int,
+    mutant: str | None,
+    report: Callable[..., SearchReport],
+    run: Callable[[FaultPlan], Simulation],
+    fresh_process: bool,
+) -> SearchReport:
+    smallest, _ = shrink_plan(plan, lambda p: bool(run(p).report.violations), max_worlds=150)
+    found = Exploration(shown, seed, mutant, smallest, run(smallest))
+    return _checked(found, report, run, fresh_process)
+
+
+def _checked(
+    found: Exploration,
+    report: Callable[..., SearchReport],
+    run: Callable[[FaultPlan], Simulation],
+    fresh_process: bool,
+) -> SearchReport:
+    """A finding, held to reproducing: here, and in a fresh process when a command names it."""
+    again = run(found.plan)
+    differs = first_difference(found.simulation.outcome.trace, again.outcome.trace)
+    if differs is not None:
+        return report(
+            found=found,
+            nondeterminism=f"the failing plan, run twice in one process: {differs}",
+            stopped="nondeterminism",
+        )
+    reproduced: bool | None = None
+    if fresh_process and "database=" not in found.command():
+        differs = _fresh_difference(found)
+        if differs is not None:
+            return report(
+                found=found,
+                nondeterminism=(
+                    f"the failing plan, run again in a fresh process, gave another trace "
+                    f"(state kept from earlier worlds in this process?): {differs}"
+                ),
+                reproduced=False,
+                stopped="nondeterminism",
+            )
+        reproduced = True
+    return report(found=found, reproduced=reproduced, stopped="found")
+
+
+def _fresh_difference(found: Exploration) -> str | None:
+    """Run the printed command's world in a new interpreter and compare its trace with ours."""
+    ours = found.simulation.outcome.trace
+    # The scenario as this process's trace spells it (a world file by the path it was given), so
+    # the two traces can be the same byte for byte.
+    begin = next(ours.of("world.begin"), {})
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "fresh.jsonl"
+        command = [
+            sys.executable,
+            "-m",
+            "sims",
+            "run",
+            str(begin.get("scenario") or found.scenario),
+            "--seed",
+            str(found.seed),
+            "--plan",
+            repr(found.plan),
+            "--trace",
+            str(path),
+            *(["--mutant", found.mutant] if found.mutant else []),
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if not path.exists():
+            return (
+                f"the fresh process wrote no trace (exit {done.returncode}): {done.stderr[-300:]}"
+            )
+        fresh = Trace.read(path)
+    return first_difference(ours, fresh)
+
+
+def explore_plans(
+    scenario: str | ScenarioRef = "random",
+    *,
+    seed: int = 1,
+    mutant: str | None = None,
+    max_examples: int = DEFAULT_WORLDS,
+    max_faults: int = 4,
+) -> Exploration | None:
+    """The smallest failing plan :func:`search` finds within ``max_examples`` worlds (no time
+    limit, so the answer does not depend on the machine's speed), or None."""
+    return search(
+        scenario,
+        seed=seed,
+        mutant=mutant,
+        max_worlds=max_examples,
+        max_seconds=None,
+        max_faults=max_faults,
+        fresh_process=False,
+    ).found

@@ -11,9 +11,12 @@ the simulation with a message saying what moved. ``pyproject.toml`` pins trio to
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import random
+from collections.abc import Iterator
+from typing import Any
 
 import trio
 
@@ -52,3 +55,48 @@ def seed_scheduler(seed: int) -> None:
     check_trio_hooks()
     trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
     trio._core._run._r.seed(seed)
+
+
+class PctRandom(random.Random):
+    """Trio's shuffle, replaced by PCT: priorities instead of a fresh shuffle at every batch.
+
+    Trio runs each batch of ready tasks in the order its ``_r.shuffle`` leaves them (it pops from
+    the end). Here ``shuffle`` orders the batch by a priority drawn once per task, the highest
+    last, so the same task keeps winning until it blocks; and at ``depth - 1`` change points among
+    the first ``within`` task steps, the task run at that step drops below every other (PCT,
+    Burckhardt et al. 2010, as Coyote and shuttle do it, over Trio's batches). Every draw comes
+    from ``seed``, so a world under it replays byte for byte."""
+
+    def __init__(self, seed: int, *, depth: int, within: int) -> None:
+        super().__init__(f"pct/{seed}")
+        points = min(max(depth - 1, 0), within)
+        self._changes = set(self.sample(range(1, within + 1), points))
+        self._priority: dict[object, float] = {}
+        self._step = 0
+        self._demoted = 0.0
+
+    def shuffle(self, x: list[Any]) -> None:  # type: ignore[override]
+        priority = self._priority
+        for task in x:  # sorted by the order tasks were created: priorities are drawn in it
+            if task not in priority:
+                priority[task] = 1.0 + self.random()
+        x.sort(key=priority.__getitem__)
+        # Trio runs the batch from its end: count the steps in that order.
+        for task in reversed(x):
+            self._step += 1
+            if self._step in self._changes:
+                self._demoted -= 1.0
+                priority[task] = self._demoted
+
+
+@contextlib.contextmanager
+def pct_scheduling(seed: int, *, depth: int, within: int) -> Iterator[None]:
+    """Run the ``trio.run`` inside under :class:`PctRandom` (after :func:`seed_scheduler`)."""
+    check_trio_hooks()
+    run_module = trio._core._run
+    seeded = run_module._r
+    run_module._r = PctRandom(seed, depth=depth, within=within)
+    try:
+        yield
+    finally:
+        run_module._r = seeded

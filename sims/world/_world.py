@@ -49,14 +49,18 @@ from scopehost import (
 
 from .._trace import Trace
 from ..faults._plan import (
+    CrashAfter,
     CrashDrive,
     DelayLeg,
     DropLeg,
     Evict,
+    EvictAfter,
     Fault,
     FaultPlan,
+    HoldLeg,
     LateRequest,
     PauseDrive,
+    PctSchedule,
     StoreClockFault,
 )
 from ._recording import RecordingJobDriver
@@ -135,6 +139,15 @@ class SimDrive:
             for fault in world.plan.faults
             if isinstance(fault, LateRequest) and fault.drive == spec.name
         }
+        # Legs held until another drive does something, by (operation, leg, nth).
+        self._holds: dict[tuple[str, str, int], list[HoldLeg]] = {}
+        # Crashes and evictions right after a call ran, by (operation, nth).
+        self._after: dict[tuple[str, int], list[CrashAfter | EvictAfter]] = {}
+        for fault in world.plan.faults:
+            if isinstance(fault, HoldLeg) and fault.drive == spec.name:
+                self._holds.setdefault((fault.operation, fault.leg, fault.nth), []).append(fault)
+            elif isinstance(fault, CrashAfter | EvictAfter) and fault.drive == spec.name:
+                self._after.setdefault((fault.operation, fault.nth), []).append(fault)
         self._reached: Counter[str] = Counter()
         self._work: trio.CancelScope | None = None
         self.down_until_ms = -math.inf
@@ -147,14 +160,19 @@ class SimDrive:
     def _request_wanted(self, call: LinkCall) -> bool:
         self._calls[call.operation] += 1
         nth = self._call_index[call.seq] = self._calls[call.operation]
-        return (call.operation, "request", nth) in self._leg_plan or (
-            call.operation,
-            nth,
-        ) in self._late_plan
+        return (
+            (call.operation, "request", nth) in self._leg_plan
+            or (call.operation, nth) in self._late_plan
+            or (call.operation, "request", nth) in self._holds
+        )
 
     def _reply_wanted(self, call: LinkCall, outcome: LinkOutcome) -> bool:
         nth = self._call_index.pop(call.seq, 0)
-        if (call.operation, "reply", nth) not in self._leg_plan:
+        if (
+            (call.operation, "reply", nth) not in self._leg_plan
+            and (call.operation, "reply", nth) not in self._holds
+            and (call.operation, nth) not in self._after
+        ):
             return False
         self._call_index[call.seq] = nth
         return True
@@ -183,9 +201,26 @@ class SimDrive:
 
     async def _on_reply(self, call: LinkCall, outcome: LinkOutcome) -> Verdict:
         try:
+            nth = self._call_index.get(call.seq, 0)
+            for fault in self._after.get((call.operation, nth), ()):
+                self._strike_after(fault, call, nth)
             return await self._apply(call, "reply")
         finally:
             self._call_index.pop(call.seq, None)
+
+    def _strike_after(self, fault: CrashAfter | EvictAfter, call: LinkCall, nth: int) -> None:
+        """The call has run in the scope and its reply has not left: strike now."""
+        self.world.fired.add(fault)
+        after = {"after": call.operation, "seq": call.seq, "nth": nth}
+        if isinstance(fault, EvictAfter):
+            live = self.world.host.evict(call.scope_id)
+            self.world.trace.record(
+                "fault.evict", {"scope": call.scope_id, "live": live, "drive": self.name, **after}
+            )
+        else:
+            # The kill is delivered at the drive's next checkpoint, which is waiting for this
+            # reply: the drive never learns what the call answered.
+            self.crash(fault.down_ms, after=after)
 
     async def _apply(self, call: LinkCall, leg: str) -> Verdict:
         nth = self._call_index.get(call.seq, 0)
@@ -207,6 +242,9 @@ class SimDrive:
                 },
             )
             await self.world.host.sleep_ms(delay)
+        for hold in self._holds.get((call.operation, leg, nth), ()):
+            self.world.fired.add(hold)
+            await self.world.hold(hold, seq=call.seq, nth=nth)
         if drop:
             self.world.trace.record(
                 "fault.drop",
@@ -230,12 +268,14 @@ class SimDrive:
                 )
                 await self.world.host.sleep_ms(fault.ms)
 
-    def crash(self, down_ms: float) -> None:
-        """Kill whatever the drive is doing, as a process kill would; it restarts later."""
+    def crash(self, down_ms: float, *, after: dict[str, Any] | None = None) -> None:
+        """Kill whatever the drive is doing, as a process kill would; it restarts later.
+        ``after`` names the call it struck after (a :class:`CrashAfter`)."""
         self.down_until_ms = self.world.now_ms() + down_ms
         working = self._work is not None
         self.world.trace.record(
-            "fault.crash", {"drive": self.name, "down_ms": down_ms, "working": working}
+            "fault.crash",
+            {"drive": self.name, "down_ms": down_ms, "working": working, **(after or {})},
         )
         if self._work is not None:
             self._work.cancel()
@@ -301,6 +341,13 @@ class World:
         self.fired: set[Fault] = set()
         #: The user's jobs, registered on every drive (those added later too).
         self.jobs: dict[tuple[str, str], _UserJob] = {}
+        #: Held legs waiting for another drive's event: (what, the held drive, its wake-up).
+        self._waiting: list[_Hold] = []
+        #: The door operation of each ``invoke`` sent, by (link, seq): an ``items`` read is no
+        #: effect, whatever else the door runs is.
+        self._door_ops: dict[tuple[str, int], str] = {}
+        if plan.of(HoldLeg):
+            trace.listeners.append(self._watch)
 
     def rng(self, stream: str) -> random.Random:
         """The named random stream of this world (independent of every other stream)."""
@@ -313,6 +360,56 @@ class World:
         delay = at_ms - self.now_ms()
         if delay > 0:
             await self.host.sleep_ms(delay)
+
+    async def hold(self, fault: HoldLeg, *, seq: int, nth: int) -> None:
+        """Hold the calling leg until another drive than ``fault.drive`` does ``fault.until``,
+        or for ``fault.max_ms`` at the most."""
+        where = {"drive": fault.drive, "op": fault.operation, "seq": seq, "nth": nth}
+        self.trace.record(
+            "fault.hold", {**where, "leg": fault.leg, "until": fault.until, "max_ms": fault.max_ms}
+        )
+        waiting = _Hold(until=fault.until, drive=fault.drive, woken=trio.Event())
+        self._waiting.append(waiting)
+
+        async def give_up() -> None:
+            await self.host.sleep_ms(fault.max_ms)
+            if not waiting.woken.is_set():
+                waiting.why = "max_ms"
+                self._waiting.remove(waiting)
+                waiting.woken.set()
+
+        self.nursery.start_soon(give_up, name="hold:max_ms")
+        await waiting.woken.wait()
+        self.trace.record("fault.release", {**where, "leg": fault.leg, "why": waiting.why})
+
+    def _watch(self, event: dict[str, Any]) -> None:
+        """Wake the holds whose event this is (a trace listener, while a plan holds legs)."""
+        kind = event["ev"]
+        if kind == "rpc.send" and event["op"] == "invoke":
+            self._door_ops[(event["link"], event["seq"])] = str(event["args"][0])
+            return
+        if not self._waiting:
+            return
+        happened: str | None = None
+        by = event.get("drive") or event.get("link")
+        if kind == "claim.won" and event.get("takeover"):
+            happened = "takeover"
+        elif kind == "drive.tick":
+            happened = "tick"
+        elif kind == "rpc.exec" and "error" not in event:
+            op = event["op"]
+            if op == "record_step":
+                happened = "step"
+            elif op == "commit_pass":
+                happened = "commit"
+            elif op == "invoke" and self._door_ops.get((event["link"], event["seq"])) != "items":
+                happened = "effect"
+        if happened is None:
+            return
+        for waiting in [w for w in self._waiting if w.until == happened and w.drive != by]:
+            waiting.why = happened
+            self._waiting.remove(waiting)
+            waiting.woken.set()
 
     def note(self, text: str, **fields: Any) -> None:
         """A line of the story, in the trace."""
@@ -469,8 +566,9 @@ class World:
     def schedule_faults(self) -> None:
         """Start the timed faults of the plan (evictions, crashes)."""
         for fault in self.plan.faults:
-            if isinstance(fault, StoreClockFault):
-                self.fired.add(fault)  # the store's clock runs so from the first moment
+            if isinstance(fault, StoreClockFault | PctSchedule):
+                # The store's clock and the scheduler run so from the first moment.
+                self.fired.add(fault)
             elif isinstance(fault, Evict):
                 self.nursery.start_soon(self._evict_at, fault)
             elif isinstance(fault, CrashDrive):
@@ -561,6 +659,16 @@ def undeclared_scope(scope_id: str, declared: tuple[str, ...]) -> str:
         "it in WorldSetup(scopes=...), which is what the end-of-world checks read (a run left "
         "running in an undeclared scope would go unseen)"
     )
+
+
+@attrs.define(kw_only=True)
+class _Hold:
+    """A held leg waiting for ``until`` by a drive other than ``drive``; ``why`` it woke."""
+
+    until: str
+    drive: str
+    woken: trio.Event
+    why: str = ""
 
 
 @attrs.frozen(kw_only=True)

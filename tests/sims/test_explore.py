@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from sims import DelayLeg, DropLeg, explore_plans, plan_from_text, simulate
+from sims import (
+    CrashAfter,
+    DelayLeg,
+    DropLeg,
+    EvictAfter,
+    HoldLeg,
+    explore_plans,
+    plan_from_text,
+    simulate,
+)
 from sims.mutants._catalog import MUTANTS
 
 
 def test_the_exploration_finds_a_record_step_without_its_lease_check_and_shrinks_it() -> None:
     found = explore_plans(mutant="record-step-owner", max_examples=150)
     assert found is not None, "the exploration missed the broken record_step"
-    # One late or dropped leg is all it takes, and all the shrunk plan holds.
+    # One fault of a call (a held, late or dropped leg) is all it takes, and all the shrunk plan
+    # holds.
     assert len(found.plan.faults) == 1
-    assert isinstance(found.plan.faults[0], DelayLeg | DropLeg)
+    assert isinstance(found.plan.faults[0], DelayLeg | DropLeg | HoldLeg | CrashAfter | EvictAfter)
     assert found.simulation.report.violations
     # What it prints replays it: the command's plan reads back, and the code's call fails the same.
     assert plan_from_text(repr(found.plan)) == found.plan

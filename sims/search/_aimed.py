@@ -1,0 +1,191 @@
+"""Fault plans as Hypothesis strategies, aimed at a world's windows.
+
+Strategies list the faults that aim at an event first, because Hypothesis shrinks towards the
+first alternative: a violation that one held reply or one crash after a call can cause is reported
+as that one fault. Then the leg faults, with delays in the world's own terms
+(:meth:`WorldShape.window_delays`), then the timed faults at moments inside passes, then the
+rest. Every number a strategy draws comes from the world's shape, never from fixed edges alone.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from ..faults._plan import (
+    OPERATIONS,
+    PAUSE_POINTS,
+    UNTIL_EVENTS,
+    UPSTREAM_KINDS,
+    CrashAfter,
+    CrashDrive,
+    DelayLeg,
+    DropLeg,
+    Evict,
+    EvictAfter,
+    Fault,
+    FaultPlan,
+    HoldLeg,
+    LateRequest,
+    PauseDrive,
+    PctSchedule,
+    StoreClockFault,
+    UpstreamFailure,
+)
+from ._shape import WorldShape
+
+
+def _call(shape: WorldShape) -> st.SearchStrategy[tuple[str, str, int]]:
+    """A (drive, operation, nth) that the clean world made, or, for a shape learnt from nothing,
+    any of the first four calls of any operation."""
+    made = [(d, op, n) for d, op, n in shape.calls if op in OPERATIONS]
+    if not made:
+        return st.tuples(
+            st.sampled_from(shape.drives), st.sampled_from(OPERATIONS), st.integers(1, 4)
+        )
+    # Calls beyond the clean world's count can still happen (a retry, a takeover): one more.
+    return st.sampled_from(made).flatmap(
+        lambda call: st.tuples(st.just(call[0]), st.just(call[1]), st.integers(1, call[2] + 1))
+    )
+
+
+def event_faults(shape: WorldShape) -> st.SearchStrategy[Fault]:
+    """The faults that strike at an event: a leg held until another drive acts, a crash or an
+    eviction right after a call ran."""
+    legs = st.sampled_from(("reply", "request"))
+    until = st.sampled_from(UNTIL_EVENTS)
+    max_ms = st.sampled_from((shape.lease_ms * 10.0, shape.lease_ms * 3.0))
+    downs = st.sampled_from((0.0, float(shape.lease_ms), shape.lease_ms * 3.0))
+    faults: list[st.SearchStrategy[Fault]] = [
+        st.builds(
+            lambda call, leg, until, max_ms: HoldLeg(
+                drive=call[0], operation=call[1], nth=call[2], leg=leg, until=until, max_ms=max_ms
+            ),
+            _call(shape),
+            legs,
+            until,
+            max_ms,
+        ),
+        st.builds(
+            lambda call, down: CrashAfter(
+                drive=call[0], operation=call[1], nth=call[2], down_ms=down
+            ),
+            _call(shape),
+            downs,
+        ),
+        st.builds(
+            lambda call: EvictAfter(drive=call[0], operation=call[1], nth=call[2]), _call(shape)
+        ),
+    ]
+    if len(shape.drives) < 2:  # a hold waits for ANOTHER drive
+        faults = faults[1:]
+    return st.one_of(*faults)
+
+
+def leg_faults(shape: WorldShape) -> st.SearchStrategy[Fault]:
+    delays = st.sampled_from(shape.window_delays())
+    legs = st.sampled_from(("request", "reply"))
+    return st.one_of(
+        st.builds(
+            lambda call, leg, ms: DelayLeg(
+                drive=call[0], operation=call[1], nth=call[2], leg=leg, ms=ms
+            ),
+            _call(shape),
+            legs,
+            delays,
+        ),
+        st.builds(
+            lambda call, leg: DropLeg(drive=call[0], operation=call[1], nth=call[2], leg=leg),
+            _call(shape),
+            legs,
+        ),
+    )
+
+
+def other_faults(shape: WorldShape) -> st.SearchStrategy[Fault]:
+    delays = st.sampled_from(shape.window_delays())
+    drive = st.sampled_from(shape.drives)
+    when = st.sampled_from(shape.crash_times())
+    return st.one_of(
+        st.builds(
+            CrashDrive,
+            drive=drive,
+            at_ms=when,
+            down_ms=st.sampled_from((0.0, float(shape.lease_ms), shape.lease_ms * 2.0)),
+        ),
+        st.builds(Evict, scope=st.sampled_from(shape.scopes), at_ms=when),
+        st.builds(
+            lambda call, ms: LateRequest(drive=call[0], operation=call[1], nth=call[2], ms=ms),
+            _call(shape),
+            delays,
+        ),
+        st.builds(
+            PauseDrive,
+            drive=drive,
+            nth=st.integers(1, 6),
+            ms=delays,
+            where=st.sampled_from(PAUSE_POINTS),
+        ),
+        st.builds(
+            PctSchedule,
+            seed=st.integers(0, 2**16),
+            depth=st.integers(2, 4),
+            within=st.just(max(100, shape.events * 4)),
+        ),
+        st.builds(
+            UpstreamFailure,
+            first=st.integers(1, 20),
+            count=st.integers(1, 3),
+            what=st.sampled_from(UPSTREAM_KINDS),
+        ),
+        # Every skew and drift but the true clock, which changes nothing and is refused.
+        st.sampled_from(
+            [(s, d) for s in (0.0, 100.0, -100.0) for d in (0.0, 0.01, -0.01) if s or d]
+        ).map(lambda clock: StoreClockFault(skew_ms=clock[0], drift=clock[1])),
+    )
+
+
+def aimed_plans(
+    shape: WorldShape, *, max_faults: int = 4, kinds: str = "all"
+) -> st.SearchStrategy[FaultPlan]:
+    """Plans of up to ``max_faults`` faults aimed at ``shape``: ``kinds`` is ``"events"`` (held
+    legs, crashes and evictions after a call), ``"legs"`` (those and late or dropped legs) or
+    ``"all"``."""
+    parts = [event_faults(shape)]
+    if kinds in ("legs", "all"):
+        parts.append(leg_faults(shape))
+    if kinds == "all":
+        parts.append(other_faults(shape))
+    fault = st.one_of(*parts)
+    return st.lists(fault, max_size=max_faults).map(_one_of_each_world_fault)
+
+
+def _one_of_each_world_fault(faults: list[Fault]) -> FaultPlan:
+    """The plan of ``faults`` with only the first store clock and the first scheduler: a world
+    has one of each."""
+    kept: list[Fault] = []
+    for fault in faults:
+        if isinstance(fault, StoreClockFault | PctSchedule) and any(
+            type(other) is type(fault) for other in kept
+        ):
+            continue
+        kept.append(fault)
+    return FaultPlan(tuple(kept))
+
+
+def fault_plans(
+    *,
+    drives: tuple[str, ...] = ("cron", "alarm"),
+    scopes: tuple[str, ...] = ("scope-1", "scope-2"),
+    lease_ms: int = 1_000,
+    max_faults: int = 4,
+    legs_only: bool = False,
+    shape: WorldShape | None = None,
+) -> st.SearchStrategy[FaultPlan]:
+    """Fault plans over a world's drives and scopes. Given a ``shape`` (``world_shape`` learns
+    one), the plans aim at its windows; without one, at the spec's edges for ``lease_ms``.
+    ``legs_only`` draws only the faults of a call: held, late, dropped legs and crashes after a
+    call."""
+    if shape is None:
+        # The shape's window delays include the spec's edges for the lease.
+        shape = WorldShape(drives=drives, scopes=scopes, lease_ms=lease_ms, leases=(lease_ms,))
+    return aimed_plans(shape, max_faults=max_faults, kinds="legs" if legs_only else "all")

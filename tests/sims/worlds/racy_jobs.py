@@ -1,0 +1,167 @@
+"""Jobs written the way users write them, each with one bug the default search must find.
+
+Each scenario runs one job on two drives (a cron on whole seconds, an alarm on half seconds) with
+a one-second lease, and checks what the job promises with a check of its own. None of the bugs
+shows without faults; each needs the spec's at-least-once window, a crash inside a pass, or a
+world that is not a function of its seed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sims import (
+    DriveSpec,
+    JobPassContext,
+    JobPassResult,
+    Trace,
+    World,
+    WorldSetup,
+    effect_key,
+    effects_in,
+    record_effect,
+    scenario,
+    sometimes,
+)
+
+SCOPE = "mail"
+
+
+async def _two_drives(world: World, job: str, handler: Any, *, payload: Any = None) -> None:
+    world.add_drive(DriveSpec(name="cron"))
+    world.add_drive(DriveSpec(name="alarm"))
+    world.add_job("mail", job, handler)
+    await world.start("cron", SCOPE, "mail", job, payload=payload)
+    world.every("cron", SCOPE, every_ms=1_000, first_ms=0, until_ms=30_000)
+    world.every("alarm", SCOPE, every_ms=1_000, first_ms=500, until_ms=30_000)
+    await world.settle((SCOPE,), horizon_ms=30_000, poll_ms=500)
+
+
+def sent_once(trace: Trace) -> list[str]:
+    """Every mail of every run is sent exactly once."""
+    landed = effects_in(trace)
+    return [
+        f"run {e['run']}: mail {name} sent {landed[effect_key(e['run'], name)]} times"
+        for e in trace.of("world.start")
+        for name in ("a", "b", "c")
+        if landed[effect_key(e["run"], name)] != 1
+    ]
+
+
+# -- check-then-act across two scope calls ------------------------------------------------------
+
+
+async def check_then_send(ctx: JobPassContext) -> JobPassResult:
+    for name in ("a", "b", "c"):
+
+        async def send(name: str = name) -> str:
+            door = await ctx.scope()
+            rows: list[dict[str, Any]] = await door.invoke("items", {"kind": "effect"})
+            if not any(row["key"] == effect_key(ctx.run.id, name) for row in rows):
+                await record_effect(ctx, name)
+            return "sent"
+
+        await ctx.step(f"send-{name}", send)
+    return JobPassResult(done=True)
+
+
+@scenario("check-then-send", setup=WorldSetup(scopes=(SCOPE,)), checks=[sent_once])
+async def check_then_send_world(world: World) -> None:
+    """Looks for its own earlier mail, then sends: two scope calls, a race."""
+    await _two_drives(world, "check-then-send", check_then_send)
+
+
+# -- an effect outside any step -----------------------------------------------------------------
+
+
+async def effect_outside_a_step(ctx: JobPassContext) -> JobPassResult:
+    start = int(ctx.cursor or 0)
+    names = ("a", "b", "c")
+    for name in names[start:]:
+        await record_effect(ctx, name)  # THE BUG: no step, so nothing remembers it happened
+        await ctx.step(f"mark-{name}", lambda: "marked")
+    return JobPassResult(cursor=len(names), done=True)
+
+
+@scenario("effect-outside-a-step", setup=WorldSetup(scopes=(SCOPE,)), checks=[sent_once])
+async def effect_outside_a_step_world(world: World) -> None:
+    """Sends each mail before, not inside, the step that marks it."""
+    await _two_drives(world, "effect-outside", effect_outside_a_step)
+
+
+# -- state kept in process memory across passes -------------------------------------------------
+
+_SENT_IN_THIS_PROCESS: set[str] = set()
+
+
+async def remembers_in_memory(ctx: JobPassContext) -> JobPassResult:
+    for name in ("a", "b", "c"):
+        key = effect_key(ctx.run.id, name)
+        if key in _SENT_IN_THIS_PROCESS:  # THE BUG: memory is not the scope
+            continue
+
+        async def send(name: str = name, key: str = key) -> str:
+            await record_effect(ctx, name)
+            _SENT_IN_THIS_PROCESS.add(key)
+            return "sent"
+
+        await ctx.step(f"send-{name}", send)
+    return JobPassResult(done=True)
+
+
+@scenario("remembers-in-memory", setup=WorldSetup(scopes=(SCOPE,)), checks=[sent_once])
+async def remembers_in_memory_world(world: World) -> None:
+    """Keeps what it sent in a module-level set, which outlives the world."""
+    await _two_drives(world, "remembers", remembers_in_memory)
+
+
+# -- a resource given back only by code that runs ------------------------------------------------
+
+
+async def lock_then_send(ctx: JobPassContext) -> JobPassResult:
+    door = await ctx.scope()
+    locks: list[dict[str, Any]] = await door.invoke("items", {"kind": "lock"})
+    held = sum(1 for row in locks if row["data"] == "take") - sum(
+        1 for row in locks if row["data"] == "give"
+    )
+    sometimes(held > 0, "a pass found the lock taken")
+    if held > 0:
+        return JobPassResult(done=False)  # someone else is sending: come back later
+    await door.invoke("record", {"kind": "lock", "key": ctx.run.id, "data": "take"})
+    for name in ("a", "b", "c"):
+        await ctx.step(f"send-{name}", lambda name=name: record_effect(ctx, name))
+    # THE BUG: given back only if this line runs; a killed pass never runs it.
+    await door.invoke("record", {"kind": "lock", "key": ctx.run.id, "data": "give"})
+    return JobPassResult(done=True)
+
+
+@scenario("lock-then-send", setup=WorldSetup(scopes=(SCOPE,)), checks=[sent_once])
+async def lock_then_send_world(world: World) -> None:
+    """Takes a lock row, sends, gives the lock back: a crash between leaves it taken forever."""
+    await _two_drives(world, "lock-then-send", lock_then_send)
+
+
+# -- the fix: one atomic call --------------------------------------------------------------------
+
+
+async def sent_in_one_call(ctx: JobPassContext) -> JobPassResult:
+    for name in ("a", "b", "c"):
+        # The key is the run and the mail: a step body that runs again records nothing new.
+        await ctx.step(f"send-{name}", lambda name=name: record_effect(ctx, name))
+    return JobPassResult(done=True)
+
+
+def sent_at_least_once(trace: Trace) -> list[str]:
+    landed = effects_in(trace)
+    return [
+        f"run {e['run']}: mail {name} never sent"
+        for e in trace.of("world.start")
+        for name in ("a", "b", "c")
+        if landed[effect_key(e["run"], name)] < 1
+    ]
+
+
+@scenario("at-least-once", setup=WorldSetup(scopes=(SCOPE,)), checks=[sent_at_least_once])
+async def at_least_once_world(world: World) -> None:
+    """Every mail sent at least once: what the spec promises, and what holds."""
+    await _two_drives(world, "at-least-once", sent_in_one_call)
