@@ -129,7 +129,11 @@ async def lock_then_send(ctx: JobPassContext) -> JobPassResult:
         return JobPassResult(done=False)  # someone else is sending: come back later
     await door.invoke("record", {"kind": "lock", "key": ctx.run.id, "data": "take"})
     for name in ("a", "b", "c"):
-        await ctx.step(f"send-{name}", lambda name=name: record_effect(ctx, name))
+
+        async def send(name: str = name) -> None:
+            await record_effect(ctx, name)
+
+        await ctx.step(f"send-{name}", send)
     # THE BUG: given back only if this line runs; a killed pass never runs it.
     await door.invoke("record", {"kind": "lock", "key": ctx.run.id, "data": "give"})
     return JobPassResult(done=True)
@@ -146,8 +150,11 @@ async def lock_then_send_world(world: World) -> None:
 
 async def sent_in_one_call(ctx: JobPassContext) -> JobPassResult:
     for name in ("a", "b", "c"):
-        # The key is the run and the mail: a step body that runs again records nothing new.
-        await ctx.step(f"send-{name}", lambda name=name: record_effect(ctx, name))
+
+        async def send(name: str = name) -> None:
+            await record_effect(ctx, name)
+
+        await ctx.step(f"send-{name}", send)
     return JobPassResult(done=True)
 
 
