@@ -21,6 +21,7 @@ from ._errors import (
     ScopeHostError,
     ScopeUnavailable,
     TransportError,
+    UnsyncedWrite,
 )
 from ._host import DIRECT_LINK, DatabaseFactory, ScopeHost, open_scope_host
 from ._link import (
@@ -93,6 +94,7 @@ __all__ = [
     "ScopeUnavailable",
     "StoreClock",
     "TransportError",
+    "UnsyncedWrite",
     "Verdict",
     "VirtualClock",
     "WallClock",

@@ -27,6 +27,7 @@ import trio
 from ._clock import Clock
 from ._database import ScopeDatabase
 from ._errors import HostClosed, ScopeEvicted, ScopeHostError, ScopeUnavailable
+from ._gate import OutputGate, ScopeFiles
 from ._link import LinkOutcome
 
 
@@ -70,8 +71,14 @@ class ScopeActor:
         close_database: Callable[[ScopeDatabase], None],
         clock: Clock,
         on_idle: Callable[[ScopeActor], None] | None = None,
+        gate: OutputGate | None = None,
+        file_path: str | None = None,
     ) -> None:
         self.scope_id = scope_id
+        #: The output gate a directory scope's replies pass (None: replies leave at commit).
+        self._gate = gate if file_path is not None else None
+        self._file_path = file_path
+        self._files: ScopeFiles | None = None
         self._on_idle = on_idle
         #: The database while it is open (None before the first message and after closing).
         self._database: ScopeDatabase | None = None
@@ -147,6 +154,8 @@ class ScopeActor:
         try:
             try:
                 database = self._database = self._open_database()
+                if self._gate is not None and self._file_path is not None:
+                    self._files = ScopeFiles(self._file_path)
             except Exception as error:
                 # Answer every waiting call with the reason instead of taking the host down.
                 failure = error
@@ -184,8 +193,16 @@ class ScopeActor:
     def _serve_one(self, database: ScopeDatabase, message: Message) -> None:
         if self.evicted:
             self._refuse(message, self._evicted_error(message))
-        else:
-            message.settle(self._execute(database, message))
+            return
+        outcome = self._execute(database, message)
+        files = self._files
+        if files is None:
+            message.settle(outcome)
+            return
+        assert self._gate is not None
+        # A module operation may write what total_changes does not count (a table it creates).
+        files.note(database.connection.total_changes, may_write=message.operation == "invoke")
+        self._gate.release(files, message, outcome)
 
     def _execute(self, database: ScopeDatabase, message: Message) -> LinkOutcome:
         now = self._clock.now()

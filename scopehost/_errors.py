@@ -45,6 +45,11 @@ class ScopeFileGone(ScopeUnavailable):
     the loss."""
 
 
+class UnsyncedWrite(ScopeHostError):
+    """The operation committed, but the output gate could not make it durable (the sync failed,
+    or the host closed first): it may or may not survive a power cut."""
+
+
 class HostClosed(ScopeHostError):
     """The scope host has shut down; no scope can be reached through it any more."""
 
