@@ -44,6 +44,10 @@ if TYPE_CHECKING:
     from ._actor import Message
 
 
+#: How many scope files one batch syncs at once.
+SYNC_THREADS = 16
+
+
 def sync_path(path: str, *, missing_ok: bool = False) -> None:
     """fsync one file (or directory) by its path; a log not created yet has nothing to sync."""
     try:
@@ -130,6 +134,9 @@ class OutputGate:
         #: How many syncs of scope files ran, and in how many batches (for tests and benches).
         self.file_syncs = 0
         self.batches = 0
+        #: The worker threads one batch syncs its files in at once: a disk (and a journaling
+        #: file system) serves concurrent syncs together, where one after another each waits.
+        self._threads = trio.CapacityLimiter(SYNC_THREADS)
 
     def release(self, files: ScopeFiles, message: Message, outcome: LinkOutcome) -> None:
         """The actor ran ``message`` (and noted it in ``files``): settle it now if nothing it may
@@ -168,7 +175,7 @@ class OutputGate:
                 for files in batch.marks:
                     batch.marks[files] = files.changes
                 self._syncing = batch
-                failed = await trio.to_thread.run_sync(_sync_all, list(batch.marks))
+                failed = await _sync_all(list(batch.marks), self._threads)
                 self._syncing = None
                 self.batches += 1
                 self.file_syncs += len(batch.marks)
@@ -206,13 +213,23 @@ def _unsynced(message: Message, outcome: LinkOutcome, error: OSError | None) -> 
     )
 
 
-def _sync_all(scopes: list[ScopeFiles]) -> dict[ScopeFiles, OSError]:
+async def _sync_all(
+    scopes: list[ScopeFiles], threads: trio.CapacityLimiter
+) -> dict[ScopeFiles, OSError]:
     failed: dict[ScopeFiles, OSError] = {}
-    for files in scopes:
+
+    async def sync(files: ScopeFiles) -> None:
         try:
-            files.sync()
+            await trio.to_thread.run_sync(files.sync, limiter=threads)
         except OSError as error:
             failed[files] = error
+
+    if len(scopes) == 1:
+        await sync(scopes[0])
+    else:
+        async with trio.open_nursery() as nursery:
+            for files in scopes:
+                nursery.start_soon(sync, files)
     return failed
 
 
