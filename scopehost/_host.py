@@ -26,8 +26,9 @@ from ._actor import Message, ScopeActor
 from ._clock import Clock, WallClock
 from ._database import ModuleOperation, ScopeDatabase
 from ._describe import describe
-from ._errors import DoorHeld, HostClosed, ScopeFileGone
+from ._errors import DoorHeld, HostClosed, ScopeFileForeign, ScopeFileGone
 from ._gate import OutputGate, runs_on_the_wall_clock
+from ._identity import foreign_file_message, record_scope, recorded_scope
 from ._known import KnownScopes
 from ._link import Link, LinkCall, LinkOutcome
 from ._network import Network, check_jumpable_clock
@@ -311,7 +312,12 @@ class ScopeHost:
                 # the actor, cost twelve times as much and could not be shared.
                 connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute("PRAGMA synchronous=NORMAL")
+                owner = recorded_scope(connection)
+                if owner is not None and owner != scope_id:
+                    raise ScopeFileForeign(foreign_file_message(scope_id, str(path), owner))
                 database = self._database(connection, scope_id, operations=self._operations)
+                if owner is None:
+                    record_scope(connection, scope_id)
             except BaseException:
                 connection.close()
                 raise
