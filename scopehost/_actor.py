@@ -92,6 +92,9 @@ class ScopeActor:
         #: The actor's task while it waits for a message (None while it runs).
         self._parked: trio.lowlevel.Task | None = None
         self.evicted = False
+        #: An operation is under way and the actor awaits it (see ``_offload``): its database
+        #: must not close under it.
+        self._in_operation = False
         #: Set once this actor will serve nothing more; the host then starts a fresh one.
         self.closed = False
 
@@ -142,9 +145,18 @@ class ScopeActor:
         return True
 
     def evict(self) -> None:
-        """Abort: everything still queued fails; the task ends once the queue is drained."""
+        """Abort: everything still queued fails, and the database closes now, before any fresh
+        actor of the scope opens it again (two connections at once would share the old one's
+        write-ahead log, which after a restore belongs to a file that is no longer there)."""
         self.evicted = True
         self._accepting = False
+        if not self._in_operation:
+            while self._inbox:
+                message = self._inbox.popleft()
+                self._refuse(message, self._evicted_error(message))
+            database, self._database = self._database, None
+            if database is not None:
+                self._close_database(database)
         self._wake()
 
     async def serve(self) -> None:
@@ -152,6 +164,8 @@ class ScopeActor:
         failure: Exception | None = None
         inbox = self._inbox
         try:
+            if not self._accepting:
+                return  # evicted before it began: nothing to open
             try:
                 database = self._database = self._open_database()
                 if self._gate is not None and self._file_path is not None:

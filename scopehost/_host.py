@@ -27,6 +27,7 @@ from ._clock import Clock, WallClock
 from ._database import ModuleOperation, ScopeDatabase
 from ._describe import describe
 from ._errors import DoorHeld, HostClosed, ScopeFileForeign, ScopeFileGone
+from ._files import OpenedFiles
 from ._gate import OutputGate, runs_on_the_wall_clock
 from ._identity import foreign_file_message, record_scope, recorded_scope
 from ._known import KnownScopes
@@ -112,6 +113,8 @@ class ScopeHost:
             max_open=check_max_open(max_open_scopes),
         )
         self._memory: dict[str, sqlite3.Connection] = {}
+        #: The files each open directory database was opened on (see ``OpenedFiles``).
+        self._opened: dict[ScopeDatabase, OpenedFiles] = {}
         #: The scopes the directory has held, so a missing file is an error (see ``_known``).
         self._known = KnownScopes(directory) if directory is not None else None
         self._held_doors: set[tuple[str, str]] = set()
@@ -318,6 +321,7 @@ class ScopeHost:
                 database = self._database(connection, scope_id, operations=self._operations)
                 if owner is None:
                     record_scope(connection, scope_id)
+                self._opened[database] = OpenedFiles.of(path)
             except BaseException:
                 connection.close()
                 raise
@@ -389,8 +393,12 @@ class ScopeHost:
 
     def _close_database(self, database: ScopeDatabase) -> None:
         # An in-memory database IS its connection: it stays open for the next actor.
-        if self.directory is not None:
-            database.connection.close()
+        if self.directory is None:
+            return
+        opened = self._opened.pop(database, None)
+        database.connection.close()
+        if opened is not None:
+            opened.clear_stale_log()
 
     def _close(self) -> None:
         self.closed = True
