@@ -164,7 +164,7 @@ class ScopeActor:
         failure: Exception | None = None
         inbox = self._inbox
         try:
-            if not self._accepting:
+            if self.evicted:
                 return  # evicted before it began: nothing to open
             try:
                 database = self._database = self._open_database()
