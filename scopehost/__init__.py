@@ -17,10 +17,12 @@ from ._errors import (
     RequestAbandoned,
     RequestDropped,
     ScopeEvicted,
+    ScopeFileForeign,
     ScopeFileGone,
     ScopeHostError,
     ScopeUnavailable,
     TransportError,
+    UnsyncedWrite,
 )
 from ._host import DIRECT_LINK, DatabaseFactory, ScopeHost, open_scope_host
 from ._link import (
@@ -86,6 +88,7 @@ __all__ = [
     "ScopeDatabase",
     "ScopeDoor",
     "ScopeEvicted",
+    "ScopeFileForeign",
     "ScopeFileGone",
     "ScopeHost",
     "ScopeHostError",
@@ -93,6 +96,7 @@ __all__ = [
     "ScopeUnavailable",
     "StoreClock",
     "TransportError",
+    "UnsyncedWrite",
     "Verdict",
     "VirtualClock",
     "WallClock",

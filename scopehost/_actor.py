@@ -27,6 +27,7 @@ import trio
 from ._clock import Clock
 from ._database import ScopeDatabase
 from ._errors import HostClosed, ScopeEvicted, ScopeHostError, ScopeUnavailable
+from ._gate import OutputGate, ScopeFiles
 from ._link import LinkOutcome
 
 
@@ -70,8 +71,14 @@ class ScopeActor:
         close_database: Callable[[ScopeDatabase], None],
         clock: Clock,
         on_idle: Callable[[ScopeActor], None] | None = None,
+        gate: OutputGate | None = None,
+        file_path: str | None = None,
     ) -> None:
         self.scope_id = scope_id
+        #: The output gate a directory scope's replies pass (None: replies leave at commit).
+        self._gate = gate if file_path is not None else None
+        self._file_path = file_path
+        self._files: ScopeFiles | None = None
         self._on_idle = on_idle
         #: The database while it is open (None before the first message and after closing).
         self._database: ScopeDatabase | None = None
@@ -85,6 +92,9 @@ class ScopeActor:
         #: The actor's task while it waits for a message (None while it runs).
         self._parked: trio.lowlevel.Task | None = None
         self.evicted = False
+        #: An operation is under way and the actor awaits it (see ``_offload``): its database
+        #: must not close under it.
+        self._in_operation = False
         #: Set once this actor will serve nothing more; the host then starts a fresh one.
         self.closed = False
 
@@ -135,9 +145,18 @@ class ScopeActor:
         return True
 
     def evict(self) -> None:
-        """Abort: everything still queued fails; the task ends once the queue is drained."""
+        """Abort: everything still queued fails, and the database closes now, before any fresh
+        actor of the scope opens it again (two connections at once would share the old one's
+        write-ahead log, which after a restore belongs to a file that is no longer there)."""
         self.evicted = True
         self._accepting = False
+        if not self._in_operation:
+            while self._inbox:
+                message = self._inbox.popleft()
+                self._refuse(message, self._evicted_error(message))
+            database, self._database = self._database, None
+            if database is not None:
+                self._close_database(database)
         self._wake()
 
     async def serve(self) -> None:
@@ -145,8 +164,12 @@ class ScopeActor:
         failure: Exception | None = None
         inbox = self._inbox
         try:
+            if self.evicted:
+                return  # evicted before it began: nothing to open
             try:
                 database = self._database = self._open_database()
+                if self._gate is not None and self._file_path is not None:
+                    self._files = ScopeFiles(self._file_path)
             except Exception as error:
                 # Answer every waiting call with the reason instead of taking the host down.
                 failure = error
@@ -184,8 +207,16 @@ class ScopeActor:
     def _serve_one(self, database: ScopeDatabase, message: Message) -> None:
         if self.evicted:
             self._refuse(message, self._evicted_error(message))
-        else:
-            message.settle(self._execute(database, message))
+            return
+        outcome = self._execute(database, message)
+        files = self._files
+        if files is None:
+            message.settle(outcome)
+            return
+        assert self._gate is not None
+        # A module operation may write what total_changes does not count (a table it creates).
+        files.note(database.connection.total_changes, may_write=message.operation == "invoke")
+        self._gate.release(files, message, outcome)
 
     def _execute(self, database: ScopeDatabase, message: Message) -> LinkOutcome:
         now = self._clock.now()

@@ -45,6 +45,16 @@ class ScopeFileGone(ScopeUnavailable):
     the loss."""
 
 
+class ScopeFileForeign(ScopeUnavailable):
+    """The file at the scope's path records another scope (copied into place, or the one file two
+    ids share on a file system that ignores case); the call did not run."""
+
+
+class UnsyncedWrite(ScopeHostError):
+    """The operation committed, but the output gate could not make it durable (the sync failed,
+    or the host closed first): it may or may not survive a power cut."""
+
+
 class HostClosed(ScopeHostError):
     """The scope host has shut down; no scope can be reached through it any more."""
 

@@ -11,8 +11,14 @@ forget a scope whose file is gone. The last line about an id wins.
 The record is appended to and never rewritten, so several hosts (processes) on one directory can
 share it: each line is one ``write`` on a descriptor opened with ``O_APPEND``, and before a host
 creates a file it reads what other hosts appended since it last looked. It is not synced on its
-own, like the scope files (``synchronous=NORMAL``): a line lost in a power cut is written again the
-next time the scope's file opens, since every open of a file the record lacks adds it.
+own: a line lost in a power cut is written again the next time the scope's file opens, since every
+open of a file the record lacks adds it.
+
+A record deleted (or its directory deleted and made again) under a running host is noticed at the
+next open of any scope's file: the path no longer names the file this host appends to. The host
+then writes a new record holding every scope it knows and every scope file still in the directory,
+so the scopes it held are not forgotten and the ones it opens next are recorded where the next host
+will look. A record missing when a host first writes to it is rebuilt the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from pathlib import Path
 
 #: The record's file name inside the host's directory.
 KNOWN_SCOPES_FILE = ".known-scopes"
+
+#: What a scope's file name adds to its id.
+SCOPE_FILE_SUFFIX = ".sqlite3"
 
 
 class KnownScopes:
@@ -69,6 +78,8 @@ class KnownScopes:
 
     def add(self, scope_id: str) -> None:
         """``scope_id``'s file is open: from now on, its absence is a loss."""
+        if self._fd is None or not self._still_ours(self._fd):
+            self._reopen()
         if scope_id not in self._ids:
             self._append(f"+{scope_id}\n")
             self._ids.add(scope_id)
@@ -82,8 +93,41 @@ class KnownScopes:
 
     def _append(self, line: str) -> None:
         if self._fd is None:
-            self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._reopen()
+        assert self._fd is not None
         os.write(self._fd, line.encode())
+
+    def _still_ours(self, fd: int) -> bool:
+        """Whether the record's path still names the file ``fd`` appends to."""
+        try:
+            found = os.stat(self._path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (found.st_dev, found.st_ino) == (held.st_dev, held.st_ino)
+
+    def _reopen(self) -> None:
+        """Open the record for appending; one that is missing is written anew from what this host
+        knows and the scope files in the directory, so that no held scope drops out of it."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        try:
+            fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND)
+            self._read_to = 0  # perhaps a record another host wrote anew: read it all again
+            return
+        self._fd = fd
+        present = {
+            path.name[: -len(SCOPE_FILE_SUFFIX)]
+            for path in self._path.parent.glob(f"*{SCOPE_FILE_SUFFIX}")
+            if not path.name.startswith(".")
+        }
+        self._ids |= present
+        text = "".join(f"+{scope_id}\n" for scope_id in sorted(self._ids)).encode()
+        os.write(fd, text)
+        self._read_to = len(text)
 
     def close(self) -> None:
         if self._fd is not None:

@@ -1,0 +1,240 @@
+"""The output gate: a directory scope's reply leaves only once the write it follows is durable.
+
+A Durable Object's output gate holds every message it sends until the writes made before it are
+confirmed on disk. This is the same rule for a directory host. Each scope file commits in WAL mode
+with ``synchronous=NORMAL``: a commit appends its frames to the write-ahead log without syncing it,
+which a crash of the process never undoes (the operating system holds the pages), but a power loss
+or an OS crash may. So the reply of an operation that changed rows waits until the log is synced;
+a reply of an operation that changed nothing waits only if an earlier change of its scope is not yet
+synced (it may show that change), and otherwise leaves at once.
+
+Group commit. Under the wall clock the syncs run in a worker thread, one batch at a time: every
+reply held while a batch syncs joins the next one, and that one batch syncs each scope file it
+covers once, however many transactions finished meanwhile, so the cost under concurrency stays
+near that of ``synchronous=NORMAL``. The actors keep serving while a batch syncs (still one message
+at a time each); only replies wait. Across scopes, a caller acts on a reply only once it is
+released, so a write it then makes in another scope (a parent run pointing at a child's) can never
+be durable while the write it depends on is not.
+
+Under a virtual clock (a test's ``MockClock``, the simulator's ``VirtualClock``) no thread may
+run: Trio would see the thread's wait as idleness and jump virtual time. There the actor syncs
+inline, right after the commit and before the reply, which delays nothing in virtual time and
+keeps every trace byte-identical to one in memory.
+
+The first sync of a file opened by this host also syncs the database file and the directory, so
+that a file and its log created since the last power loss are found again. A checkpoint needs
+nothing of ours: with ``synchronous=NORMAL`` SQLite syncs the log before it checkpoints and the
+database file after.
+
+``open_scope_host(directory, durable=False)`` turns the gate off: replies leave at commit, as
+before, for tests and simulations that want speed more than power-loss safety.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import trio
+
+from ._errors import UnsyncedWrite
+from ._link import LinkOutcome
+
+if TYPE_CHECKING:
+    from ._actor import Message
+
+
+#: How many scope files one batch syncs at once.
+SYNC_THREADS = 16
+
+
+def sync_path(path: str, *, missing_ok: bool = False) -> None:
+    """fsync one file (or directory) by its path; a log not created yet has nothing to sync."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class ScopeFiles:
+    """One open scope file's durability: how many row changes its connection made, and how many
+    of them a sync has covered."""
+
+    __slots__ = (
+        "_first",
+        "_uncounted",
+        "changes",
+        "database",
+        "directory",
+        "held",
+        "log",
+        "synced",
+    )
+
+    def __init__(self, database: str) -> None:
+        self.database = database
+        self.log = database + "-wal"
+        self.directory = os.path.dirname(database)
+        #: The connection's ``total_changes`` after its last operation (set by the actor).
+        self.changes = 0
+        #: The ``changes`` the last completed sync covered (-1: never synced by this host).
+        self.synced = -1
+        #: Replies of this scope held by the gate right now.
+        self.held = 0
+        self._first = True
+        #: Operations that may have written what ``total_changes`` does not count.
+        self._uncounted = 0
+
+    def note(self, total_changes: int, *, may_write: bool) -> None:
+        """An operation ran; ``total_changes`` is its connection's count after it."""
+        if may_write:
+            self._uncounted += 1
+        self.changes = total_changes + self._uncounted
+
+    @property
+    def unsynced(self) -> bool:
+        return self.changes != self.synced
+
+    def sync(self) -> None:
+        """Make every commit so far durable (blocking: a worker thread's work, or inline)."""
+        if self._first:
+            sync_path(self.database)
+        sync_path(self.log, missing_ok=True)
+        if self._first:
+            # The file and its log may be new: their names must survive a power loss too.
+            sync_path(self.directory)
+            self._first = False
+
+
+class _Batch:
+    __slots__ = ("marks", "replies")
+
+    def __init__(self) -> None:
+        #: Each scope the batch syncs, with the ``changes`` it covers (read as the batch starts).
+        self.marks: dict[ScopeFiles, int] = {}
+        self.replies: list[tuple[ScopeFiles, Message, LinkOutcome]] = []
+
+
+class OutputGate:
+    """Holds directory scopes' replies until their writes are durable. ``threaded``: sync in a
+    worker thread, in batches (group commit, under the wall clock); otherwise inline."""
+
+    def __init__(self, *, threaded: bool) -> None:
+        self.threaded = threaded
+        #: The batch a worker thread is syncing right now, and the one that fills meanwhile.
+        self._syncing: _Batch | None = None
+        self._next = _Batch()
+        self._wake = trio.Event()
+        #: How many syncs of scope files ran, and in how many batches (for tests and benches).
+        self.file_syncs = 0
+        self.batches = 0
+        #: The worker threads one batch syncs its files in at once: a disk (and a journaling
+        #: file system) serves concurrent syncs together, where one after another each waits.
+        self._threads = trio.CapacityLimiter(SYNC_THREADS)
+
+    def release(self, files: ScopeFiles, message: Message, outcome: LinkOutcome) -> None:
+        """The actor ran ``message`` (and noted it in ``files``): settle it now if nothing it may
+        show is unsynced, or hold it until a sync covers its scope's changes."""
+        if not self.threaded:
+            if files.unsynced:
+                try:
+                    files.sync()
+                except OSError as error:
+                    message.settle(_unsynced(message, outcome, error))
+                    return
+                files.synced = files.changes
+                self.file_syncs += 1
+            message.settle(outcome)
+            return
+        if not files.unsynced and not files.held:
+            message.settle(outcome)
+            return
+        files.held += 1
+        syncing = self._syncing
+        if syncing is not None and syncing.marks.get(files) == files.changes:
+            # Everything this reply can show is in the sync under way: it leaves with that batch.
+            syncing.replies.append((files, message, outcome))
+            return
+        self._next.replies.append((files, message, outcome))
+        self._next.marks[files] = -1  # its mark is read when the batch starts
+        self._wake.set()
+
+    async def serve(self) -> None:
+        """The group-commit loop (threaded mode): one batch at a time."""
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake = trio.Event()
+                batch, self._next = self._next, _Batch()
+                for files in batch.marks:
+                    batch.marks[files] = files.changes
+                self._syncing = batch
+                failed = await _sync_all(list(batch.marks), self._threads)
+                self._syncing = None
+                self.batches += 1
+                self.file_syncs += len(batch.marks)
+                for files, mark in batch.marks.items():
+                    if files not in failed:
+                        files.synced = max(files.synced, mark)
+                for files, message, outcome in batch.replies:
+                    files.held -= 1
+                    error = failed.get(files)
+                    message.settle(outcome if error is None else _unsynced(message, outcome, error))
+        finally:
+            # The host is closing: nobody may wait for a sync that will never run, and nobody
+            # may be told a write is durable that no sync covered.
+            for unsynced in (self._syncing, self._next):
+                if unsynced is None:
+                    continue
+                for files, message, outcome in unsynced.replies:
+                    files.held -= 1
+                    message.settle(_unsynced(message, outcome, None))
+                unsynced.replies.clear()
+
+
+def _unsynced(message: Message, outcome: LinkOutcome, error: OSError | None) -> LinkOutcome:
+    """The reply of a write that committed but is not known to be durable: an error, since the
+    caller must not act as if it were (it may or may not survive a power cut)."""
+    why = (
+        "the scope host closed before it was synced"
+        if error is None
+        else f"the scope file could not be synced ({type(error).__name__}: {error})"
+    )
+    return LinkOutcome(
+        None,
+        UnsyncedWrite(f"{message.operation} committed, but {why}; it may be lost in a power cut"),
+        outcome.executed_at,
+    )
+
+
+async def _sync_all(
+    scopes: list[ScopeFiles], threads: trio.CapacityLimiter
+) -> dict[ScopeFiles, OSError]:
+    failed: dict[ScopeFiles, OSError] = {}
+
+    async def sync(files: ScopeFiles) -> None:
+        try:
+            await trio.to_thread.run_sync(files.sync, limiter=threads)
+        except OSError as error:
+            failed[files] = error
+
+    if len(scopes) == 1:
+        await sync(scopes[0])
+    else:
+        async with trio.open_nursery() as nursery:
+            for files in scopes:
+                nursery.start_soon(sync, files)
+    return failed
+
+
+def runs_on_the_wall_clock() -> bool:
+    """Whether this Trio run keeps real time (its own ``SystemClock``), where a worker thread's
+    wait is just a wait; under any other clock a thread would let virtual time jump."""
+    clock = type(trio.lowlevel.current_clock())
+    return clock.__name__ == "SystemClock" and clock.__module__.startswith("trio.")
