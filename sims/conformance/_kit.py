@@ -30,7 +30,8 @@ from hypothesis import seed as hypothesis_seed
 from scopehost import ScopeDatabase
 
 from ._compare import ALLOWANCES, Comparison, compare_replies, compare_tables
-from ._history import Step, View, draw_steps, moves
+from ._generate import draw_steps
+from ._history import Step, View, moves
 from ._targets import LocalTarget, Target, TargetFailed, open_target
 from ._wire import WIRE_VERSION, DatabaseFactory, ReferenceStore
 
@@ -69,6 +70,8 @@ class ConformanceReport:
     histories: int = 0
     operations: int = 0
     allowed: Counter[str] = attrs.field(factory=Counter)
+    #: How many times the histories stepped onto each boundary rule (``_boundaries.RULES``).
+    exercised: Counter[str] = attrs.field(factory=Counter)
     difference: Difference | None = None
     history: list[Step] | None = None
     failure: str | None = None
@@ -312,6 +315,7 @@ def run_conformance(
             report.failure = str(error)
             raise _Abort from error
         report.allowed.update(allowed)
+        report.exercised.update(view.exercised)
         if difference is not None:
             if not found:
                 first_found[0] = report.histories
