@@ -7,7 +7,14 @@ docs/conformance.md describes the wire and how to check an adapter of your own.
 """
 
 from ._compare import ALLOWANCES, Allowance
-from ._kit import ConformanceReport, Difference, load_history, replay_history, run_conformance
+from ._kit import (
+    DEFAULT_EXAMPLES,
+    ConformanceReport,
+    Difference,
+    load_history,
+    replay_history,
+    run_conformance,
+)
 from ._targets import (
     WORKERD_FOLDER,
     CommandTarget,
@@ -22,6 +29,7 @@ from ._wire import OPERATIONS, WIRE_VERSION, ReferenceStore, serve_lines, serve_
 
 __all__ = [
     "ALLOWANCES",
+    "DEFAULT_EXAMPLES",
     "OPERATIONS",
     "WIRE_VERSION",
     "WORKERD_FOLDER",

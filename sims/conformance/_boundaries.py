@@ -35,7 +35,7 @@ RULES: Final = {
     "stale-commit_pass": "the owner a takeover displaced commits: refused, the ledger kept",
     "stale-begin_step": "the owner a takeover displaced reaches a step: not held, no renewal",
     "stale-record_step": "the owner a takeover displaced records a step: refused, nothing kept",
-    "holder-after-takeover": "the owner that took the run over writes: it is applied",
+    "holder-after-takeover": "the owner that took the run over records a step and ends its pass",
     "miss-to-tenth": "admission misses up to the tenth, which fails the run",
     "miss-past-tenth": "a claim and a miss after the tenth: the failed run is not claimed",
     "due-at-next-attempt": "a due read bound at a run's next_attempt_at exactly: the run is due",
@@ -209,7 +209,10 @@ def lease_story(draw: Choices, view: View) -> Iterator[Step]:
         yield _write(op, draw, view, id, owner, lease_ms)
         view.exercised[f"stale-{op}"] += 1
     if not draw.rarely(3):
-        yield _write(draw.pick(_WRITES), draw, view, id, holder, view.lease_of.get(holder, 1_000))
+        # The new holder finishes its pass: a step, then its outcome (the ledger then goes).
+        holder_lease = view.lease_of.get(holder, 1_000)
+        yield _write("record_step", draw, view, id, holder, holder_lease)
+        yield _write(draw.pick(("commit_pass", "patch")), draw, view, id, holder, holder_lease)
         view.exercised["holder-after-takeover"] += 1
 
 
@@ -338,8 +341,14 @@ def erase_leased(draw: Choices, view: View) -> Iterator[Step]:
     owner = view.mint_owner(lease_ms)
     now = _iso(view.now_ms)
     yield _step("claim", now, {"id": id, "owner": owner, "lease_ms": lease_ms})
-    if draw.coin():
+    how = draw.pick(("at once", "missed", "not"))
+    if how == "at once":
         yield _step("begin", now, {"id": id, "owner": owner, "margin_ms": lease_ms * 0.25})
+    elif how == "missed":
+        begin = _begin_at_edge(view, id, owner, lease_ms, met=False)
+        if begin is not None:
+            yield begin
+            now = begin["now"]
     if _leased_to(view, id, owner) is None:
         return
     yield _step("shred_subject", now, {"subject_id": "s1"})

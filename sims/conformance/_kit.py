@@ -29,6 +29,7 @@ from hypothesis import seed as hypothesis_seed
 
 from scopehost import ScopeDatabase
 
+from ._boundaries import RULES
 from ._compare import ALLOWANCES, Comparison, compare_replies, compare_tables
 from ._generate import draw_steps
 from ._history import Step, View, moves
@@ -127,6 +128,16 @@ class ConformanceReport:
                 f"conformance: {self.target} agreed with the reference: {compared}{seed}"
                 + (" (strict)" if self.strict else "")
             )
+        if self.exercised:
+            out.append("boundary rules exercised (docs/conformance.md lists them):")
+            out.extend(
+                f"  {name} x{self.exercised[name]}: {RULES[name]}"
+                for name in RULES
+                if self.exercised[name]
+            )
+            unexercised = [name for name in RULES if not self.exercised[name]]
+            if unexercised:
+                out.append(f"  not exercised: {', '.join(unexercised)}")
         if self.allowed:
             out.append("allowances used (--strict makes each a difference):")
             for name, count in sorted(self.allowed.items()):
@@ -155,6 +166,9 @@ class _Found(Exception):
 class _Enough(BaseException):
     """Hypothesis has shrunk for its budget: stop it and keep the smallest history found."""
 
+
+#: How many histories a kit run generates when it is not told (``--examples``).
+DEFAULT_EXAMPLES: Final = 100
 
 #: Histories Hypothesis may run while shrinking a difference, before the kit keeps the smallest
 #: so far (and then deletes single steps from it itself): a bound on the time a finding costs.
@@ -276,9 +290,11 @@ def run_conformance(
     seed: int | None = None,
     strict: bool = False,
     database: DatabaseFactory = ScopeDatabase,
+    shrink: bool = True,
 ) -> ConformanceReport:
     """Drive ``examples`` generated histories through the reference (``database`` per scope) and
-    ``target`` in lockstep; a report of what was compared and the first, shrunk, difference."""
+    ``target`` in lockstep; a report of what was compared and the first, shrunk, difference.
+    ``shrink=False`` reports the first difference as it was found (a quick yes or no)."""
     if type(examples) is not int or examples < 1:
         raise ValueError(f"examples is {examples!r}; run at least 1 history")
     if seed is None:
@@ -320,6 +336,8 @@ def run_conformance(
             if not found:
                 first_found[0] = report.histories
             found.append((difference, record))
+            if not shrink:
+                raise _Enough
             raise _Found(difference.line())
 
     try:
@@ -333,7 +351,8 @@ def run_conformance(
         smallest = min(found, key=lambda pair: len(pair[1]))
         report.difference, report.history = smallest
         try:
-            report.difference, report.history = _trim(lockstep, *smallest)
+            if shrink:
+                report.difference, report.history = _trim(lockstep, *smallest)
         except TargetFailed as error:
             report.failure = str(error)
     except _Abort:
