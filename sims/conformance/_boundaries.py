@@ -5,8 +5,8 @@ the millisecond. Each move here sets up the state its rule needs — a run lease
 pass that BEGAN, a run backing off — reading the run's status, owner, lease expiry,
 ``lease_began_at``, misses and due time from the reference's tables as the history stands (the
 ``View``), and then makes the one request that sits on the edge. When the request really sits on
-its edge, the move counts the rule as exercised (``View.exercised``), so a kit run can say which
-rules it compared and how often.
+its edge, the move counts the rule as exercised (``View.exercised``, counted as the request is
+made), so a kit run can say which rules it compared and how often.
 
 Each rule is named in ``RULES`` with the sentence the report and docs/conformance.md use. The
 first option of every choice is the sharpest edge, so a shrunk history keeps the boundary.
@@ -195,25 +195,25 @@ def lease_story(draw: Choices, view: View) -> Iterator[Step]:
         view.now_ms = at
         began = view.run(id) or {}
         rival = view.mint_owner(draw.pick(_SHORT_LEASES))
-        yield _step("claim", _iso(at), {"id": id, "owner": rival, "lease_ms": view.lease_of[rival]})
         rule = {"inside": "claim-inside-lease", "at": "claim-at-expiry"}
         view.exercised[rule.get(where, f"claim-{where}-expiry")] += 1
         if where in ("at", "after") and began.get("lease_began_at") is not None:
             view.exercised["takeover-of-begun"] += 1
+        yield _step("claim", _iso(at), {"id": id, "owner": rival, "lease_ms": view.lease_of[rival]})
     holder = (view.run(id) or {}).get("lease_owner")
     if holder is None or holder == owner:
         return
     first = draw.number(0, len(_WRITES) - 1)
     for op in _WRITES[first:] + _WRITES[:first]:
         view.now_ms += draw.pick((0, 1))
-        yield _write(op, draw, view, id, owner, lease_ms)
         view.exercised[f"stale-{op}"] += 1
+        yield _write(op, draw, view, id, owner, lease_ms)
     if not draw.rarely(3):
         # The new holder finishes its pass: a step, then its outcome (the ledger then goes).
         holder_lease = view.lease_of.get(holder, 1_000)
+        view.exercised["holder-after-takeover"] += 1
         yield _write("record_step", draw, view, id, holder, holder_lease)
         yield _write(draw.pick(("commit_pass", "patch")), draw, view, id, holder, holder_lease)
-        view.exercised["holder-after-takeover"] += 1
 
 
 _STEP_NAMES: Final = ("fetch", "store")
@@ -269,11 +269,11 @@ def misses_to_the_tenth(draw: Choices, view: View) -> Iterator[Step]:
             if begin is not None:
                 yield begin
         now = _iso(view.now_ms)
-        yield _step("miss", now, {"id": id, "owner": owner, "note": _NOTE.format(n=n)})
         if n == 10:
             view.exercised["miss-to-tenth"] += 1
         elif n > 10:
             view.exercised["miss-past-tenth"] += 1
+        yield _step("miss", now, {"id": id, "owner": owner, "note": _NOTE.format(n=n)})
 
 
 def due_read_at_next_attempt(draw: Choices, view: View) -> Iterator[Step]:
@@ -286,12 +286,11 @@ def due_read_at_next_attempt(draw: Choices, view: View) -> Iterator[Step]:
             return
     due = _expiry_ms(draw.pick(waiting))
     assert due is not None
-    exact = draw.coin()
-    bound = due if exact else due - 1
-    yield _step(
-        "due_keys", _iso(view.now_ms), {"now_param": _iso(bound), "max": draw.pick((500, 1, 2))}
-    )
-    view.exercised["due-at-next-attempt" if exact else "due-before-next-attempt"] += 1
+    for exact in (True, False):
+        bound = due if exact else due - 1
+        view.exercised["due-at-next-attempt" if exact else "due-before-next-attempt"] += 1
+        args = {"now_param": _iso(bound), "max": draw.pick((500, 1, 2))}
+        yield _step("due_keys", _iso(view.now_ms), args)
 
 
 def joins(draw: Choices, view: View) -> Iterator[Step]:
@@ -306,17 +305,17 @@ def joins(draw: Choices, view: View) -> Iterator[Step]:
     if run is None:
         return
     key = (run["module_id"], run["job"], run["instance"])
-    yield _start(view, key, subject_id=run.get("subject_id"))
     view.exercised["join-live"] += 1
-    yield _start(view, key, subject_id="s2" if run.get("subject_id") != "s2" else "s1")
+    yield _start(view, key, subject_id=run.get("subject_id"))
     view.exercised["join-other-subject"] += 1
+    yield _start(view, key, subject_id="s2" if run.get("subject_id") != "s2" else "s1")
     id, owner, _lease, _at = yield from _held(draw, view, begin=True)
     yield _write_done(view, id, owner, status=draw.pick(("done", "failed")))
     finished = view.run(id)
     if finished is None or finished["status"] == "running":
         return
-    yield _start(view, (finished["module_id"], finished["job"], finished["instance"]))
     view.exercised["join-finished"] += 1
+    yield _start(view, (finished["module_id"], finished["job"], finished["instance"]))
 
 
 def _write_done(view: View, id: str, owner: str, *, status: str) -> Step:
@@ -351,8 +350,8 @@ def erase_leased(draw: Choices, view: View) -> Iterator[Step]:
             now = begin["now"]
     if _leased_to(view, id, owner) is None:
         return
-    yield _step("shred_subject", now, {"subject_id": "s1"})
     view.exercised["erase-leased"] += 1
+    yield _step("shred_subject", now, {"subject_id": "s1"})
 
 
 def imports_over_live(draw: Choices, view: View) -> Iterator[Step]:
@@ -364,8 +363,8 @@ def imports_over_live(draw: Choices, view: View) -> Iterator[Step]:
     restore = _step("import_dump", now, {"dump_of": "a", "source": "a"})
     copy = _step("import_dump", now, {"dump_of": "a", "source": "a"}, scope="b")
     for step in (restore, copy) if draw.coin() else (copy, restore):
-        yield step
         view.exercised["restore-over-live" if step["scope"] == "a" else "copy-live"] += 1
+        yield step
 
 
 #: The boundary moves, each with its weight.

@@ -3,6 +3,8 @@ history the kit prints."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -124,3 +126,27 @@ def test_the_reference_agrees_with_itself() -> None:
     assert report.ok, report.lines()
     assert report.histories >= 60
     assert report.operations > report.histories
+
+
+def test_a_difference_names_its_rule_shows_its_rows_and_keeps_no_noise() -> None:
+    bug = "claim-ignores-lease"
+    target = LocalTarget(ReferenceStore(database=PLANTED[bug]), name=bug)
+    report = run_conformance(target, examples=DEFAULT_EXAMPLES, seed=2)
+    difference = report.difference
+    assert difference is not None
+    assert re.fullmatch(
+        r"the run is leased to (o\d\d) until 12:00:\d\d\.\d{3}Z, so a claim by (?!\1)o\d\d at "
+        r"12:00:\d\d\.\d{3}Z must return null",
+        difference.rule,
+    ), difference.rule
+    (row,) = difference.rows
+    assert json.loads(row)["lease_owner"] is not None
+    assert difference.reference == '{"ok":true,"result":null}'
+    assert difference.target.startswith('{"ok":true,"result":{"run":')
+    printed = "\n".join(report.lines())
+    assert f"  the rule: {difference.rule}\n  the rows it read" in printed
+    # Shrunk to the start, the holder's claim and the rival's, with nothing else in them.
+    assert report.history is not None
+    assert [step["op"] for step in report.history] == ["start_or_join", "claim", "claim"]
+    started = report.history[0]["args"]["row"]
+    assert (started["payload"], started["subject_id"]) == ("{}", None)
