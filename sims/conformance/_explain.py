@@ -11,17 +11,21 @@ disagrees with the reference's answer points at a bug in one of the two.
 from __future__ import annotations
 
 import math
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeAlias
 
 from driver import iso_from_ms, parse_iso_ms
+
+#: The rule in words, and the rows it read.
+Explained: TypeAlias = tuple[str, list[dict[str, Any]]]
 
 #: Mirrors the spec's constants (a test holds them to driver's).
 ADMISSION_MISS_MAX: Final = 10
 _BACKOFF_MAX_MS: Final = 300_000
 
 
-def _backoff_ms(misses: int) -> int:
-    return min(_BACKOFF_MAX_MS, 1_000 * 2 ** max(0, misses - 1))
+def backoff_ms(misses: int) -> int:
+    return int(min(_BACKOFF_MAX_MS, 1_000 * 2 ** max(0, misses - 1)))
 
 
 def _time(value: str) -> str:
@@ -44,10 +48,10 @@ def _held_by(run: dict[str, Any], owner: Any) -> str | None:
     return None
 
 
-def explain(step: dict[str, Any], tables: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+def explain(step: dict[str, Any], tables: dict[str, Any]) -> Explained:
     """The rule that decides ``step`` on ``tables`` (the reference's, before it), and the rows
     that rule reads."""
-    op, args, now = step["op"], step.get("args") or {}, step.get("now")
+    op, args, now = step["op"], step.get("args") or {}, str(step.get("now"))
     try:
         rule = _RULES.get(op, _other)
         return rule(args, now, tables)
@@ -56,11 +60,11 @@ def explain(step: dict[str, Any], tables: dict[str, Any]) -> tuple[str, list[dic
         return (f"{op} with these arguments must be refused or answered as the reference did", [])
 
 
-def _missing(op: str, id: Any, answer: str) -> tuple[str, list[dict[str, Any]]]:
+def _missing(op: str, id: Any, answer: str) -> Explained:
     return f"there is no run {id}, so {op} must return {answer}", []
 
 
-def _claim(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str, list[Any]]:
+def _claim(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     id, owner, lease_ms = args["id"], args["owner"], args["lease_ms"]
     run = _run(tables, id)
     if run is None:
@@ -96,7 +100,7 @@ def _claim(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str,
     return text, rows
 
 
-def _begin(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str, list[Any]]:
+def _begin(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     id, owner, margin_ms = args["id"], args["owner"], args["margin_ms"]
     run = _run(tables, id)
     if run is None:
@@ -115,7 +119,7 @@ def _begin(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str,
     )
 
 
-def _miss(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str, list[Any]]:
+def _miss(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     id, owner = args["id"], args["owner"]
     run = _run(tables, id)
     if run is None:
@@ -129,12 +133,12 @@ def _miss(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str, 
     if misses >= ADMISSION_MISS_MAX:
         then = "fails the run: status failed, the note after 'lease too short for this environment'"
     else:
-        until = _time(iso_from_ms(parse_iso_ms(now) + _backoff_ms(misses)))
+        until = _time(iso_from_ms(parse_iso_ms(now) + backoff_ms(misses)))
         then = f"releases the lease and backs the run off until {until}"
     return f"this is admission miss {misses} of {ADMISSION_MISS_MAX}, which {then}", [run]
 
 
-def _outcome(args: dict[str, Any], now: str, tables: dict[str, Any], op: str) -> tuple[str, list]:
+def _outcome(args: dict[str, Any], now: str, tables: dict[str, Any], op: str) -> Explained:
     id, owner = args["id"], args["owner"]
     run = _run(tables, id)
     if run is None:
@@ -152,7 +156,7 @@ def _outcome(args: dict[str, Any], now: str, tables: dict[str, Any], op: str) ->
     )
 
 
-def _step_op(args: dict[str, Any], now: str, tables: dict[str, Any], op: str) -> tuple[str, list]:
+def _step_op(args: dict[str, Any], now: str, tables: dict[str, Any], op: str) -> Explained:
     id, owner, lease_ms, name = args["run_id"], args["owner"], args["lease_ms"], args["name"]
     run = _run(tables, id)
     answer = '{"held": false, "row": null}' if op == "begin_step" else "false"
@@ -170,7 +174,7 @@ def _step_op(args: dict[str, Any], now: str, tables: dict[str, Any], op: str) ->
     )
 
 
-def _due(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str, list]:
+def _due(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     bound = args["now_param"]
     running = [run for run in tables.get("runs", []) if run["status"] == "running"]
     due = [
@@ -185,7 +189,7 @@ def _due(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str, l
     )
 
 
-def _start(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str, list]:
+def _start(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     key = args["key"]
     same = [
         run
@@ -207,7 +211,7 @@ def _start(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str,
     )
 
 
-def _shred(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str, list]:
+def _shred(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     subject = args["subject_id"]
     declared = [run for run in tables.get("runs", []) if run.get("subject_id") == subject]
     return (
@@ -217,7 +221,7 @@ def _shred(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str,
     )
 
 
-def _import(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str, list]:
+def _import(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     return (
         "a dump imported into the scope it came from is a restore (the tables replaced by its "
         "rows, running runs still running); into another scope it is a copy (rows added, each "
@@ -226,11 +230,11 @@ def _import(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str
     )
 
 
-def _other(args: dict[str, Any], now: str, tables: dict[str, Any]) -> tuple[str, list]:
+def _other(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     return "the reference's answer is the spec's; see docs/conformance.md for the operation", []
 
 
-_RULES: Final[dict[str, Any]] = {
+_RULES: Final[dict[str, Callable[[dict[str, Any], str, dict[str, Any]], Explained]]] = {
     "claim": _claim,
     "begin": _begin,
     "miss": _miss,
