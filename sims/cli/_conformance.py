@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .._numbers import whole_number
-from ..conformance import load_history, replay_history, run_conformance
+from ..conformance import DEFAULT_EXAMPLES, load_history, replay_history, run_conformance
 
 
 def add_conformance_command(commands: Any) -> None:
@@ -25,7 +25,11 @@ def add_conformance_command(commands: Any) -> None:
         '"COMMAND" that speaks the wire on stdin and stdout',
     )
     conformance.add_argument(
-        "--examples", type=whole_number, default=100, help="histories to generate (default 100)"
+        "--examples",
+        type=whole_number,
+        default=DEFAULT_EXAMPLES,
+        help=f"histories to generate (default {DEFAULT_EXAMPLES}); Hypothesis may run more while "
+        "it shrinks a difference",
     )
     conformance.add_argument("--seed", type=int, help="the generator's seed (default: random)")
     conformance.add_argument(

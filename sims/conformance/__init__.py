@@ -11,7 +11,14 @@ What it may import: ``driver``, ``scopehost`` (the reference it holds others to)
 """
 
 from ._compare import ALLOWANCES, Allowance
-from ._kit import ConformanceReport, Difference, load_history, replay_history, run_conformance
+from ._kit import (
+    DEFAULT_EXAMPLES,
+    ConformanceReport,
+    Difference,
+    load_history,
+    replay_history,
+    run_conformance,
+)
 from ._targets import (
     WORKERD_FOLDER,
     CommandTarget,
@@ -26,6 +33,7 @@ from ._wire import OPERATIONS, WIRE_VERSION, ReferenceStore, serve_lines, serve_
 
 __all__ = [
     "ALLOWANCES",
+    "DEFAULT_EXAMPLES",
     "OPERATIONS",
     "WIRE_VERSION",
     "WORKERD_FOLDER",

@@ -22,6 +22,7 @@ moves and driving each choice towards its first option, which is always the ordi
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, TypeAlias, TypeVar
 
@@ -108,6 +109,8 @@ class View:
     runs_minted: int = 0
     owners_minted: int = 0
     lease_of: dict[str, int] = attrs.field(factory=dict)
+    #: The boundary rules (``_boundaries.RULES``) this history's steps exercised, by name.
+    exercised: Counter[str] = attrs.field(factory=Counter)
 
     def runs(self, scope: str = "a") -> list[dict[str, Any]]:
         runs: list[dict[str, Any]] = self.tables.get(scope, {}).get("runs", [])
@@ -414,9 +417,6 @@ def _export(draw: Choices, view: View) -> Iterator[Step]:
     yield _step("export_dump", _now(draw, view), {}, scope=draw.pick(("a", "b")))
 
 
-Builder: TypeAlias = Callable[[Choices, View], Iterator[Step]]
-
-
 def _patch(draw: Choices, view: View) -> Iterator[Step]:
     return _outcome(draw, view, "patch")
 
@@ -425,8 +425,10 @@ def _commit(draw: Choices, view: View) -> Iterator[Step]:
     return _outcome(draw, view, "commit_pass")
 
 
-#: Each kind of move with its weight. ``_start`` is first: a shrunk move becomes a start.
-_BUILDERS: Final[tuple[tuple[Builder, int], ...]] = (
+Builder: TypeAlias = Callable[[Choices, View], Iterator[Step]]
+
+#: The random moves, each with its weight. ``_start`` is first: a shrunk move becomes a start.
+RANDOM_MOVES: Final[tuple[tuple[Builder, int], ...]] = (
     (_start, 4),
     (_pass, 5),
     (_due, 2),
@@ -443,13 +445,3 @@ _BUILDERS: Final[tuple[tuple[Builder, int], ...]] = (
     (_copy, 1),
     (_export, 1),
 )
-_KINDS: Final = tuple(builder for builder, weight in _BUILDERS for _ in range(weight))
-
-
-def draw_steps(drawn: list[list[int]], view: View) -> Iterator[Step]:
-    """The steps of one history, made from ``drawn`` (see ``moves``) one at a time; ``view`` must
-    be brought up to date (by the caller, from the reference) after each step is run, before the
-    next one is made."""
-    for integers in drawn:
-        draw = Choices(integers)
-        yield from draw.pick(_KINDS)(draw, view)

@@ -29,8 +29,11 @@ from hypothesis import seed as hypothesis_seed
 
 from scopehost import ScopeDatabase
 
+from ._boundaries import RULES
 from ._compare import ALLOWANCES, Comparison, compare_replies, compare_tables
-from ._history import Step, View, draw_steps, moves
+from ._explain import explain
+from ._generate import draw_steps
+from ._history import Step, View, moves
 from ._targets import LocalTarget, Target, TargetFailed, open_target
 from ._wire import WIRE_VERSION, DatabaseFactory, ReferenceStore
 
@@ -54,9 +57,29 @@ class Difference:
     op: str
     what: str
     detail: str
+    #: The rule that decides the step, in words (``_explain``), from the reference's rows.
+    rule: str = ""
+    #: The rows that rule read, as the reference held them before the step (compact JSON).
+    rows: tuple[str, ...] = ()
+    #: Both stores' replies to the step (compact JSON, cut when long).
+    reference: str = ""
+    target: str = ""
 
     def line(self) -> str:
         return f"step {self.step} ({self.op}): {self.what}: {self.detail}"
+
+    def explanation(self) -> list[str]:
+        """The lines that say why: the rule, the rows it read, and both answers."""
+        out = []
+        if self.rule:
+            out.append(f"  the rule: {self.rule}")
+        if self.rows:
+            out.append("  the rows it read (the reference's, before the step):")
+            out.extend(f"    {row}" for row in self.rows)
+        if self.reference or self.target:
+            out.append(f"  the reference answered: {self.reference}")
+            out.append(f"  the target answered:    {self.target}")
+        return out
 
 
 @attrs.define
@@ -69,6 +92,8 @@ class ConformanceReport:
     histories: int = 0
     operations: int = 0
     allowed: Counter[str] = attrs.field(factory=Counter)
+    #: How many times the histories stepped onto each boundary rule (``_boundaries.RULES``).
+    exercised: Counter[str] = attrs.field(factory=Counter)
     difference: Difference | None = None
     history: list[Step] | None = None
     failure: str | None = None
@@ -112,6 +137,7 @@ class ConformanceReport:
         elif self.difference is not None:
             out.append(f"conformance: DIFFERENCE between the reference and {self.target}")
             out.append(f"  {self.difference.line()}")
+            out.extend(self.difference.explanation())
             out.append(f"conformance: compared {compared}{seed}")
             assert self.history is not None
             steps = _count(len(self.history), "step")
@@ -124,6 +150,16 @@ class ConformanceReport:
                 f"conformance: {self.target} agreed with the reference: {compared}{seed}"
                 + (" (strict)" if self.strict else "")
             )
+        if self.exercised:
+            out.append("boundary rules exercised (docs/conformance.md lists them):")
+            out.extend(
+                f"  {name} x{self.exercised[name]}: {RULES[name]}"
+                for name in RULES
+                if self.exercised[name]
+            )
+            unexercised = [name for name in RULES if not self.exercised[name]]
+            if unexercised:
+                out.append(f"  not exercised: {', '.join(unexercised)}")
         if self.allowed:
             out.append("allowances used (--strict makes each a difference):")
             for name, count in sorted(self.allowed.items()):
@@ -153,6 +189,9 @@ class _Enough(BaseException):
     """Hypothesis has shrunk for its budget: stop it and keep the smallest history found."""
 
 
+#: How many histories a kit run generates when it is not told (``--examples``).
+DEFAULT_EXAMPLES: Final = 100
+
 #: Histories Hypothesis may run while shrinking a difference, before the kit keeps the smallest
 #: so far (and then deletes single steps from it itself): a bound on the time a finding costs.
 SHRINK_BUDGET: Final = 150
@@ -180,9 +219,10 @@ class _Lockstep:
         """Run ``steps`` on both stores until one differs; the allowances used along the way."""
         scopes = self.scopes()
         allowed: Counter[str] = Counter()
+        before: dict[str, Any] = {}
         for number, step in enumerate(steps, start=1):
             record.append(step)
-            difference = self._step(number, step, scopes, view, allowed)
+            difference = self._step(number, step, scopes, view, allowed, before)
             if isinstance(difference, _Stop):
                 break
             if difference is not None:
@@ -196,14 +236,26 @@ class _Lockstep:
         scopes: dict[str, str],
         view: View | None,
         allowed: Counter[str],
+        before: dict[str, Any],
     ) -> Difference | _Stop | None:
         op, scope, now = step["op"], scopes[step["scope"]], step["now"]
+        answers: list[Any] = [None, None]
 
         def check(what: str, comparison: Comparison) -> Difference | None:
             allowed.update(comparison.allowed)
             if comparison.difference is None:
                 return None
-            return Difference(number, op, what, comparison.difference)
+            rule, rows = explain(step, before.get(step["scope"], _NO_TABLES))
+            return Difference(
+                number,
+                op,
+                what,
+                comparison.difference,
+                rule=rule,
+                rows=tuple(_shown(row) for row in rows),
+                reference=_shown(answers[0]),
+                target=_shown(answers[1]),
+            )
 
         sent = {"wire": WIRE_VERSION, "op": op, "scope": scope, "now": now, "args": step["args"]}
 
@@ -211,6 +263,7 @@ class _Lockstep:
             source = scopes[step["args"]["dump_of"]]
             export = {"wire": WIRE_VERSION, "op": "export_dump", "scope": source, "now": now}
             ours, theirs = self._both({**export, "args": {}})
+            answers[:] = ours, theirs
             self.report.operations += 1
             found = check(
                 "the export it imports", compare_replies(ours, theirs, strict=self.strict)
@@ -234,6 +287,7 @@ class _Lockstep:
             ours, theirs = self._both({**request, "args": step["args"], **_TABLES})
         self.report.operations += 1
         ours_tables, theirs_tables = ours.pop("tables", None), theirs.pop("tables", None)
+        answers[:] = ours, theirs
         replies = compare_replies(ours, theirs, strict=self.strict, request=sent)
         found = check("the replies differ", replies)
         if found is not None or replies.stop:
@@ -244,9 +298,20 @@ class _Lockstep:
         )
         if found is not None:
             return found
-        if view is not None and ours_tables is not None:
-            view.tables[step["scope"]] = ours_tables
+        if ours_tables is not None:
+            before[step["scope"]] = ours_tables
+            if view is not None:
+                view.tables[step["scope"]] = ours_tables
         return None
+
+
+_NO_TABLES: Final[dict[str, Any]] = {"runs": [], "steps": []}
+_SHOWN_MAX: Final = 600
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return text if len(text) <= _SHOWN_MAX else text[: _SHOWN_MAX - 3] + "..."
 
 
 def _greet(target: Target) -> None:
@@ -273,9 +338,11 @@ def run_conformance(
     seed: int | None = None,
     strict: bool = False,
     database: DatabaseFactory = ScopeDatabase,
+    shrink: bool = True,
 ) -> ConformanceReport:
     """Drive ``examples`` generated histories through the reference (``database`` per scope) and
-    ``target`` in lockstep; a report of what was compared and the first, shrunk, difference."""
+    ``target`` in lockstep; a report of what was compared and the first, shrunk, difference.
+    ``shrink=False`` reports the first difference as it was found (a quick yes or no)."""
     if type(examples) is not int or examples < 1:
         raise ValueError(f"examples is {examples!r}; run at least 1 history")
     if seed is None:
@@ -312,10 +379,13 @@ def run_conformance(
             report.failure = str(error)
             raise _Abort from error
         report.allowed.update(allowed)
+        report.exercised.update(view.exercised)
         if difference is not None:
             if not found:
                 first_found[0] = report.histories
             found.append((difference, record))
+            if not shrink:
+                raise _Enough
             raise _Found(difference.line())
 
     try:
@@ -329,7 +399,8 @@ def run_conformance(
         smallest = min(found, key=lambda pair: len(pair[1]))
         report.difference, report.history = smallest
         try:
-            report.difference, report.history = _trim(lockstep, *smallest)
+            if shrink:
+                report.difference, report.history = _quiet(lockstep, *_trim(lockstep, *smallest))
         except TargetFailed as error:
             report.failure = str(error)
     except _Abort:
@@ -358,6 +429,55 @@ def _trim(
             difference, history = found, record
         else:
             index += 1
+    return difference, history
+
+
+#: Values that carry nothing a rule reads, by where they sit in a step: what ``_quiet`` tries.
+_QUIET_VALUES: Final[tuple[tuple[tuple[str, ...], Any], ...]] = (
+    (("args", "row", "payload"), "{}"),
+    (("args", "row", "subject_id"), None),
+    (("args", "row", "cursor"), None),
+    (("args", "row", "counters"), "{}"),
+    (("args", "patch", "cursor"), None),
+    (("args", "patch", "counters"), "{}"),
+    (("args", "patch", "last_error"), None),
+    (("args", "result"), None),
+    (("args", "last_error"), None),
+)
+
+
+def _quieted(step: Step, path: tuple[str, ...], value: Any) -> Step | None:
+    """``step`` with the value at ``path`` replaced by ``value``; None when there is no such
+    value or it is already that."""
+    holder: Any = step
+    for name in path[:-1]:
+        holder = holder.get(name) if isinstance(holder, dict) else None
+    if not isinstance(holder, dict) or path[-1] not in holder or holder[path[-1]] == value:
+        return None
+    quiet = json.loads(json.dumps(step))
+    target = quiet
+    for name in path[:-1]:
+        target = target[name]
+    target[path[-1]] = value
+    return dict(quiet)
+
+
+def _quiet(
+    lockstep: _Lockstep, difference: Difference, history: list[Step]
+) -> tuple[Difference, list[Step]]:
+    """Replace what does not matter with plain values (a payload with ``{}``, a subject with
+    null, ...) while the history still differs at the same operation in the same way, so the
+    printed history keeps only what the difference needs."""
+    for index in range(len(history)):
+        for path, value in _QUIET_VALUES:
+            quiet = _quieted(history[index], path, value)
+            if quiet is None:
+                continue
+            candidate = [*history[:index], quiet, *history[index + 1 :]]
+            record: list[Step] = []
+            found, _allowed = lockstep.run(iter(candidate), None, record)
+            if found is not None and (found.op, found.what) == (difference.op, difference.what):
+                difference, history = found, record
     return difference, history
 
 

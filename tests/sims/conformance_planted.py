@@ -1,8 +1,10 @@
 """Stores with one bug planted each, for the tests that show the conformance kit catches them.
 
-Each is a ``ScopeDatabase`` with one rule of the spec broken the way an adapter could break it.
-Run as a script (``python tests/sims/conformance_planted.py NAME``) it serves the wire on stdin and
-stdout over the broken store, as any COMMAND target does.
+Each is a ``ScopeDatabase`` with one rule of the spec broken the way an adapter could break it, one
+per boundary rule the kit aims at (``sims.conformance._boundaries.RULES``) and a few more. Run as a
+script (``python tests/sims/conformance_planted.py NAME``) it serves the wire on stdin and stdout
+over the broken store, as any COMMAND target does; the tests reach most of them in process through
+``LocalTarget``, which sends every request and reply through the wire's JSON just the same.
 """
 
 from __future__ import annotations
@@ -10,9 +12,36 @@ from __future__ import annotations
 import math
 import sys
 
-from driver import JobMiss, JobRunClaim, JobRunPatch, add_ms, admission_backoff_ms
-from scopehost import ScopeDatabase
+from driver import (
+    JobMiss,
+    JobRunClaim,
+    JobRunKey,
+    JobRunPatch,
+    JobRunRow,
+    JobStepBoundary,
+    add_ms,
+    admission_backoff_ms,
+)
+from scopehost import JobRunDump, ScopeDatabase
 from sims.conformance import ReferenceStore, serve_stdio
+
+
+def _holder(db: ScopeDatabase, id: str) -> str | None:
+    row = db.connection.execute(
+        "SELECT lease_owner FROM _substrat_job_runs WHERE id = ?", (id,)
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+class ClaimIgnoresLease(ScopeDatabase):
+    """A claim that ignores a lease another owner still holds (the issue's own bug)."""
+
+    def claim(self, id: str, owner: str, lease_ms: int, *, now: str) -> JobRunClaim | None:
+        if _holder(self, id) not in (None, owner):
+            self.connection.execute(
+                "UPDATE _substrat_job_runs SET next_attempt_at = ? WHERE id = ?", (now, id)
+            )
+        return super().claim(id, owner, lease_ms, now=now)
 
 
 class ClaimIgnoresDueEdge(ScopeDatabase):
@@ -27,11 +56,96 @@ class ClaimIgnoresDueEdge(ScopeDatabase):
         return super().claim(id, owner, lease_ms, now=now)
 
 
+class ClaimOneMsEarly(ScopeDatabase):
+    """A claim that counts a run due one millisecond before its next_attempt_at."""
+
+    def claim(self, id: str, owner: str, lease_ms: int, *, now: str) -> JobRunClaim | None:
+        row = self.connection.execute(
+            "SELECT next_attempt_at FROM _substrat_job_runs WHERE id = ?", (id,)
+        ).fetchone()
+        if row is not None and row[0] == add_ms(now, 1):
+            self.connection.execute(
+                "UPDATE _substrat_job_runs SET next_attempt_at = ? WHERE id = ?", (now, id)
+            )
+        return super().claim(id, owner, lease_ms, now=now)
+
+
+class TakeoverIsFree(ScopeDatabase):
+    """A takeover of a pass that BEGAN costs no attempt (and keeps the last error)."""
+
+    def claim(self, id: str, owner: str, lease_ms: int, *, now: str) -> JobRunClaim | None:
+        before = self.connection.execute(
+            "SELECT attempts, last_error FROM _substrat_job_runs WHERE id = ?", (id,)
+        ).fetchone()
+        claimed = super().claim(id, owner, lease_ms, now=now)
+        if claimed is None or not claimed.takeover:
+            return claimed
+        self.connection.execute(
+            "UPDATE _substrat_job_runs SET attempts = ?, last_error = ? WHERE id = ?",
+            (before[0], before[1], id),
+        )
+        run = self.connection.execute("SELECT * FROM _substrat_job_runs WHERE id = ?", (id,))
+        return JobRunClaim(JobRunRow.from_row(run.fetchone()), True)
+
+
 class BeginMarginRounded(ScopeDatabase):
     """BEGIN's margin rounded half up instead of floored: 250.5 ms counts as 251."""
 
     def begin(self, id: str, owner: str, margin_ms: float, *, now: str) -> bool:
         return super().begin(id, owner, math.floor(margin_ms + 0.5), now=now)
+
+
+class BeginMarginInclusive(ScopeDatabase):
+    """BEGIN writes with exactly the margin left (>= where the spec says >)."""
+
+    def begin(self, id: str, owner: str, margin_ms: float, *, now: str) -> bool:
+        return super().begin(id, owner, max(0.0, margin_ms - 1), now=now)
+
+
+class StalePatch(ScopeDatabase):
+    """A patch applied whoever holds the run: the owner argument is ignored."""
+
+    def patch(self, id: str, patch: JobRunPatch, owner: str | None, *, now: str) -> bool:
+        return super().patch(id, patch, _holder(self, id), now=now)
+
+
+class StaleCommit(ScopeDatabase):
+    """A commit applied whoever holds the run."""
+
+    def commit_pass(self, id: str, patch: JobRunPatch, owner: str | None, *, now: str) -> bool:
+        return super().commit_pass(id, patch, _holder(self, id), now=now)
+
+
+class StaleBeginStep(ScopeDatabase):
+    """A step boundary that renews the lease whoever holds the run."""
+
+    def begin_step(
+        self, run_id: str, name: str, owner: str, lease_ms: int, *, now: str
+    ) -> JobStepBoundary:
+        holder = _holder(self, run_id)
+        return super().begin_step(run_id, name, holder or owner, lease_ms, now=now)
+
+
+class StaleRecordStep(ScopeDatabase):
+    """A step record kept whoever holds the run."""
+
+    def record_step(
+        self,
+        run_id: str,
+        name: str,
+        result: str | None,
+        attempts: int,
+        last_error: str | None,
+        at: str,
+        owner: str,
+        lease_ms: int,
+        *,
+        now: str,
+    ) -> bool:
+        holder = _holder(self, run_id) or owner
+        return super().record_step(
+            run_id, name, result, attempts, last_error, at, holder, lease_ms, now=now
+        )
 
 
 class MissNeverFails(ScopeDatabase):
@@ -49,6 +163,152 @@ class MissNeverFails(ScopeDatabase):
         return JobMiss(missed.misses, False)
 
 
+class MissFailsAtNinth(ScopeDatabase):
+    """The ninth admission miss fails the run (one too early)."""
+
+    def miss(self, id: str, owner: str, note: str, *, now: str) -> JobMiss | None:
+        missed = super().miss(id, owner, note, now=now)
+        if missed is None or missed.misses != 9:
+            return missed
+        self.connection.execute(
+            "UPDATE _substrat_job_runs SET status = 'failed', ended_at = ?, "
+            "next_attempt_at = NULL, last_error = ? WHERE id = ?",
+            (now, f"lease too short for this environment: {note}", id),
+        )
+        return JobMiss(9, True)
+
+
+class DueReadStrict(ScopeDatabase):
+    """A due read that counts a run due only strictly after its next_attempt_at."""
+
+    def due_keys(self, now_param: str, max: int, *, now: str) -> list:  # type: ignore[type-arg]
+        try:
+            earlier = add_ms(now_param, -1)
+        except (TypeError, ValueError):
+            earlier = now_param
+        return super().due_keys(earlier, max, now=now)
+
+
+class JoinAlwaysInserts(ScopeDatabase):
+    """A start that inserts its row even while the key has a live run."""
+
+    def start_or_join(self, key: JobRunKey, row: JobRunRow, *, now: str) -> JobRunRow:
+        live = self.connection.execute(
+            "SELECT id FROM _substrat_job_runs WHERE module_id = ? AND job = ? AND instance = ? "
+            "AND status = 'running'",
+            (key.module_id, key.job, key.instance),
+        ).fetchall()
+        joined = super().start_or_join(key, row, now=now)
+        if (
+            live
+            and joined.id != row.id
+            and not self.connection.execute(
+                "SELECT 1 FROM _substrat_job_runs WHERE id = ?", (row.id,)
+            ).fetchone()
+        ):
+            self.connection.execute(
+                "INSERT INTO _substrat_job_runs SELECT ?, module_id, job, instance, ?, ?, "
+                "'running', NULL, '{}', 0, NULL, ?, ?, NULL, NULL, NULL, NULL, NULL "
+                "FROM _substrat_job_runs WHERE id = ?",
+                (row.id, row.payload, row.subject_id, now, now, joined.id),
+            )
+            return row
+        return joined
+
+
+class JoinFinished(ScopeDatabase):
+    """A start that joins the key's newest run even when it has finished."""
+
+    def start_or_join(self, key: JobRunKey, row: JobRunRow, *, now: str) -> JobRunRow:
+        newest = self.connection.execute(
+            "SELECT * FROM _substrat_job_runs WHERE module_id = ? AND job = ? AND instance = ? "
+            "ORDER BY id DESC LIMIT 1",
+            (key.module_id, key.job, key.instance),
+        ).fetchone()
+        if newest is not None and newest["status"] != "running" and row.key == key:
+            return JobRunRow.from_row(newest)
+        return super().start_or_join(key, row, now=now)
+
+
+class JoinSameSubjectOnly(ScopeDatabase):
+    """A start that joins a live run only when it is for the same subject."""
+
+    def start_or_join(self, key: JobRunKey, row: JobRunRow, *, now: str) -> JobRunRow:
+        live = self.connection.execute(
+            "SELECT subject_id FROM _substrat_job_runs WHERE module_id = ? AND job = ? "
+            "AND instance = ? AND status = 'running' ORDER BY id DESC LIMIT 1",
+            (key.module_id, key.job, key.instance),
+        ).fetchone()
+        joined = super().start_or_join(key, row, now=now)
+        if live is not None and live[0] != row.subject_id and joined.id != row.id:
+            self.connection.execute(
+                "UPDATE _substrat_job_runs SET status = 'failed' WHERE id = ?", (joined.id,)
+            )
+            try:
+                return super().start_or_join(key, row, now=now)
+            finally:
+                self.connection.execute(
+                    "UPDATE _substrat_job_runs SET status = 'running' WHERE id = ?", (joined.id,)
+                )
+        return joined
+
+
+class ErasureKeepsLease(ScopeDatabase):
+    """An erasure that settles a leased run but leaves its lease on it."""
+
+    def shred_subject(self, subject_id: str, *, now: str) -> int:
+        leases = self.connection.execute(
+            "SELECT id, lease_owner, lease_began_at FROM _substrat_job_runs "
+            "WHERE lease_owner IS NOT NULL"
+        ).fetchall()
+        touched = super().shred_subject(subject_id, now=now)
+        for id, owner, began in leases:
+            self.connection.execute(
+                "UPDATE _substrat_job_runs SET lease_owner = ?, lease_began_at = ? WHERE id = ?",
+                (owner, began, id),
+            )
+        return touched
+
+
+class RestoreSettlesRunning(ScopeDatabase):
+    """A restore that fails running runs as if it were a copy."""
+
+    def import_dump(self, dump: JobRunDump, source_scope_id: str, *, now: str) -> int:
+        imported = super().import_dump(dump, source_scope_id, now=now)
+        if dump.scope_id == self.scope_id:
+            self.connection.execute(
+                "UPDATE _substrat_job_runs SET status = 'failed', ended_at = ?, "
+                "next_attempt_at = NULL, lease_owner = NULL, lease_began_at = NULL "
+                "WHERE status = 'running'",
+                (now,),
+            )
+        return imported
+
+
+class CopyKeepsRunning(ScopeDatabase):
+    """A copy that keeps the dump's running runs running (they would run twice)."""
+
+    def import_dump(self, dump: JobRunDump, source_scope_id: str, *, now: str) -> int:
+        imported = super().import_dump(dump, source_scope_id, now=now)
+        if dump.scope_id != self.scope_id:
+            for run in dump.runs:
+                if run.status == "running":
+                    self.connection.execute(
+                        "UPDATE _substrat_job_runs SET status = 'running', ended_at = NULL, "
+                        "last_error = ?, next_attempt_at = ?, lease_owner = ?, "
+                        "lease_began_at = ?, updated_at = ? WHERE id = ?",
+                        (
+                            run.last_error,
+                            run.next_attempt_at,
+                            run.lease_owner,
+                            run.lease_began_at,
+                            run.updated_at,
+                            run.id,
+                        ),
+                    )
+        return imported
+
+
 class CommitKeepsLedger(ScopeDatabase):
     """A commit that writes the run but leaves the pass's step rows behind."""
 
@@ -56,10 +316,27 @@ class CommitKeepsLedger(ScopeDatabase):
         return self.patch(id, patch, owner, now=now)
 
 
+#: Each planted bug by name, with the boundary rule it breaks (None: a rule of its own).
 PLANTED: dict[str, type[ScopeDatabase]] = {
+    "claim-ignores-lease": ClaimIgnoresLease,
     "claim-due-edge": ClaimIgnoresDueEdge,
+    "claim-one-ms-early": ClaimOneMsEarly,
+    "takeover-is-free": TakeoverIsFree,
     "begin-margin-rounded": BeginMarginRounded,
+    "begin-margin-inclusive": BeginMarginInclusive,
+    "stale-patch": StalePatch,
+    "stale-commit": StaleCommit,
+    "stale-begin-step": StaleBeginStep,
+    "stale-record-step": StaleRecordStep,
     "miss-never-fails": MissNeverFails,
+    "miss-fails-at-ninth": MissFailsAtNinth,
+    "due-read-strict": DueReadStrict,
+    "join-always-inserts": JoinAlwaysInserts,
+    "join-finished": JoinFinished,
+    "join-same-subject-only": JoinSameSubjectOnly,
+    "erasure-keeps-lease": ErasureKeepsLease,
+    "restore-settles-running": RestoreSettlesRunning,
+    "copy-keeps-running": CopyKeepsRunning,
     "commit-keeps-ledger": CommitKeepsLedger,
 }
 

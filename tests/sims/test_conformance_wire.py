@@ -302,3 +302,13 @@ def test_a_target_that_does_not_speak_the_wire_fails_the_run_and_says_why(
         f"conformance: FAILED — the target command {silent!r} closed its output before "
         "replying; it exited with code 0\n"
     )
+
+
+def test_the_explanations_use_the_spec_constants() -> None:
+    from driver import JOB_ADMISSION_MISS_MAX, admission_backoff_ms
+    from sims.conformance import _explain
+
+    assert _explain.ADMISSION_MISS_MAX == JOB_ADMISSION_MISS_MAX
+    assert [_explain.backoff_ms(n) for n in range(12)] == [
+        admission_backoff_ms(n) for n in range(12)
+    ]

@@ -1,0 +1,378 @@
+"""Boundary moves: histories aimed at the edges of the protocol, where adapters go wrong.
+
+A random move (``_history``) rarely lines two owners up on one lease, or a read up on a due time to
+the millisecond. Each move here sets up the state its rule needs — a run leased by one owner, a
+pass that BEGAN, a run backing off — reading the run's status, owner, lease expiry,
+``lease_began_at``, misses and due time from the reference's tables as the history stands (the
+``View``), and then makes the one request that sits on the edge. When the request really sits on
+its edge, the move counts the rule as exercised (``View.exercised``, counted as the request is
+made), so a kit run can say which rules it compared and how often.
+
+Each rule is named in ``RULES`` with the sentence the report and docs/conformance.md use. The
+first option of every choice is the sharpest edge, so a shrunk history keeps the boundary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator, Iterator
+from typing import Any, Final
+
+from driver import parse_iso_ms
+
+from ._history import _NOTE, Builder, Choices, Step, View, _iso, _step
+
+#: Every boundary rule a move may exercise: its name and what it holds the target to.
+RULES: Final = {
+    "claim-inside-lease": "a second owner claims a run whose lease is still running: null",
+    "claim-at-expiry": "a second owner claims at the lease's expiry, to the millisecond: it wins",
+    "claim-before-expiry": "a second owner claims 1 ms before the lease's expiry: null",
+    "claim-after-expiry": "a second owner claims 1 ms after the lease's expiry: it wins",
+    "takeover-of-begun": "a claim over an expired lease whose pass BEGAN: takeover, an attempt",
+    "begin-margin-met": "BEGIN with floor(margin) + 1 ms of the lease left: it writes",
+    "begin-margin-missed": "BEGIN with exactly floor(margin) ms of the lease left: it does not",
+    "stale-patch": "the owner a takeover displaced patches the run: refused (false)",
+    "stale-commit_pass": "the owner a takeover displaced commits: refused, the ledger kept",
+    "stale-begin_step": "the owner a takeover displaced reaches a step: not held, no renewal",
+    "stale-record_step": "the owner a takeover displaced records a step: refused, nothing kept",
+    "holder-after-takeover": "the owner that took the run over records a step and ends its pass",
+    "miss-to-tenth": "admission misses up to the tenth, which fails the run",
+    "miss-past-tenth": "a claim and a miss after the tenth: the failed run is not claimed",
+    "due-at-next-attempt": "a due read bound at a run's next_attempt_at exactly: the run is due",
+    "due-before-next-attempt": "a due read bound 1 ms before a run's next_attempt_at: not due",
+    "join-live": "a start of a key with a live run: the live run, nothing inserted",
+    "join-finished": "a start of a key whose runs all finished: a new run inserted",
+    "join-other-subject": "a start of a live key for another subject: the live run still",
+    "erase-leased": "erasure of a subject whose run is leased: settled failed, lease cleared",
+    "restore-over-live": "a restore into a scope with a leased run: the dump's rows, running",
+    "copy-live": "a copy of running runs into another scope: each failed as not carried",
+}
+
+_SHORT_LEASES: Final = (1_002, 1_003, 1_000, 1_001, 100)
+_MARGIN_LEASES: Final = (1_002, 1_003, 1_001, 1_000, 4_002, 100)
+_SUBJECT_PAYLOADS: Final = ('{"who":{"subjectId":"s1","piiClass":"email"}}', "{}")
+
+Made = Generator[Step, None, Any]
+
+
+def _running(view: View, scope: str = "a") -> list[dict[str, Any]]:
+    return [run for run in view.runs(scope) if run["status"] == "running"]
+
+
+def _expiry_ms(run: dict[str, Any] | None) -> int | None:
+    if run is None or run.get("next_attempt_at") is None:
+        return None
+    return parse_iso_ms(run["next_attempt_at"])
+
+
+def _row(id: str, key: tuple[str, str, str], now: str, **more: Any) -> dict[str, Any]:
+    module_id, job, instance = key
+    row = {
+        "id": id,
+        "module_id": module_id,
+        "job": job,
+        "instance": instance,
+        "payload": "{}",
+        "subject_id": None,
+        "status": "running",
+        "cursor": None,
+        "counters": "{}",
+        "attempts": 0,
+        "last_error": None,
+        "started_at": now,
+        "updated_at": now,
+        "next_attempt_at": None,
+        "ended_at": None,
+        "lease_owner": None,
+        "lease_began_at": None,
+        "admission_misses": None,
+    }
+    row.update(more)
+    return row
+
+
+def _start(view: View, key: tuple[str, str, str], **more: Any) -> Step:
+    now = _iso(view.now_ms)
+    module_id, job, instance = key
+    args = {
+        "key": {"module_id": module_id, "job": job, "instance": instance},
+        "row": _row(view.mint_run(), key, now, **more),
+    }
+    return _step("start_or_join", now, args)
+
+
+def _new_run(view: View, **more: Any) -> Made:
+    """Start a run of a key of its own (so it joins nothing); its id."""
+    step = _start(view, ("m1", "walk", f"k{view.runs_minted + 1:02d}"), **more)
+    yield step
+    return str(step["args"]["row"]["id"])
+
+
+def _held(
+    draw: Choices, view: View, *, begin: bool, leases: tuple[int, ...] = _SHORT_LEASES
+) -> Made:
+    """A run leased (and, with ``begin``, begun) by a new owner at the current time: an existing
+    run that is due now, or a new one. Returns (id, owner, lease_ms, claimed at ms)."""
+    due = [
+        run["id"]
+        for run in _running(view)
+        if (_expiry_ms(run) or 0) <= view.now_ms and run.get("admission_misses") is None
+    ]
+    if due and draw.rarely(3):
+        id = str(draw.pick(due))
+    else:
+        id = yield from _new_run(view, **_subject(draw))
+    lease_ms = draw.pick(leases)
+    owner = view.mint_owner(lease_ms)
+    claimed_at = view.now_ms
+    yield _step("claim", _iso(claimed_at), {"id": id, "owner": owner, "lease_ms": lease_ms})
+    if begin:
+        yield _step(
+            "begin", _iso(claimed_at), {"id": id, "owner": owner, "margin_ms": lease_ms * 0.25}
+        )
+    return id, owner, lease_ms, claimed_at
+
+
+def _subject(draw: Choices) -> dict[str, Any]:
+    if draw.rarely(3):
+        return {"subject_id": "s1", "payload": draw.pick(_SUBJECT_PAYLOADS)}
+    return {}
+
+
+def _leased_to(view: View, id: str, owner: str) -> int | None:
+    """The lease's expiry when ``owner`` holds run ``id`` now, else None."""
+    run = view.run(id)
+    if run is None or run["status"] != "running" or run.get("lease_owner") != owner:
+        return None
+    return _expiry_ms(run)
+
+
+def _begin_at_edge(view: View, id: str, owner: str, lease_ms: int, *, met: bool) -> Step | None:
+    """BEGIN with the margin just met (floor(margin) + 1 ms of the lease left) or just missed
+    (floor(margin) ms left); None when the run is no longer ``owner``'s to begin."""
+    expiry = _leased_to(view, id, owner)
+    if expiry is None:
+        return None
+    margin = lease_ms * 0.25
+    left = math.floor(margin) + (1 if met else 0)
+    if expiry - left < view.now_ms:
+        return None
+    view.now_ms = expiry - left
+    view.exercised["begin-margin-met" if met else "begin-margin-missed"] += 1
+    return _step("begin", _iso(view.now_ms), {"id": id, "owner": owner, "margin_ms": margin})
+
+
+def lease_story(draw: Choices, view: View) -> Iterator[Step]:
+    """One lease from claim to takeover, on its edges: a pass claims and BEGINs with the margin
+    just met (or at once), maybe records a step; rivals claim inside the lease and 1 ms before
+    its expiry (both null), then at the expiry or 1 ms after (a takeover); the displaced owner
+    then writes all it could (patch, commit, step boundary, step record: each refused), and the
+    new holder writes."""
+    id, owner, lease_ms, claimed_at = yield from _held(
+        draw, view, begin=False, leases=_MARGIN_LEASES
+    )
+    if draw.rarely(3):
+        margin = lease_ms * 0.25
+        yield _step("begin", _iso(view.now_ms), {"id": id, "owner": owner, "margin_ms": margin})
+    else:
+        begin = _begin_at_edge(view, id, owner, lease_ms, met=True)
+        if begin is not None:
+            yield begin
+    if draw.coin():
+        yield _write("record_step", draw, view, id, owner, lease_ms)
+    expiry = _leased_to(view, id, owner)
+    if expiry is None:
+        return
+    inside = max(view.now_ms, claimed_at + draw.pick((1, lease_ms // 2, 0)))
+    last = draw.pick(("at", "after"))
+    for where, at in (
+        ("inside", min(inside, expiry - 2)),
+        ("before", expiry - 1),
+        (last, expiry + (0 if last == "at" else 1)),
+    ):
+        if at < view.now_ms:
+            continue
+        view.now_ms = at
+        began = view.run(id) or {}
+        rival = view.mint_owner(draw.pick(_SHORT_LEASES))
+        rule = {"inside": "claim-inside-lease", "at": "claim-at-expiry"}
+        view.exercised[rule.get(where, f"claim-{where}-expiry")] += 1
+        if where in ("at", "after") and began.get("lease_began_at") is not None:
+            view.exercised["takeover-of-begun"] += 1
+        yield _step("claim", _iso(at), {"id": id, "owner": rival, "lease_ms": view.lease_of[rival]})
+    holder = (view.run(id) or {}).get("lease_owner")
+    if holder is None or holder == owner:
+        return
+    first = draw.number(0, len(_WRITES) - 1)
+    for op in _WRITES[first:] + _WRITES[:first]:
+        view.now_ms += draw.pick((0, 1))
+        view.exercised[f"stale-{op}"] += 1
+        yield _write(op, draw, view, id, owner, lease_ms)
+    if not draw.rarely(3):
+        # The new holder finishes its pass: a step, then its outcome (the ledger then goes).
+        holder_lease = view.lease_of.get(holder, 1_000)
+        view.exercised["holder-after-takeover"] += 1
+        yield _write("record_step", draw, view, id, holder, holder_lease)
+        yield _write(draw.pick(("commit_pass", "patch")), draw, view, id, holder, holder_lease)
+
+
+_STEP_NAMES: Final = ("fetch", "store")
+_WRITES: Final = ("patch", "commit_pass", "begin_step", "record_step")
+
+
+def _write(op: str, draw: Choices, view: View, id: str, owner: str, lease_ms: int) -> Step:
+    now = _iso(view.now_ms)
+    if op in ("patch", "commit_pass"):
+        done = draw.coin()
+        patch = {
+            "status": "done" if done else "running",
+            "cursor": draw.pick(('"page-2"', None)),
+            "counters": '{"walked":2}',
+            "attempts": 0,
+            "last_error": None,
+            "updated_at": now,
+            "next_attempt_at": None if done else _iso(view.now_ms + 1_000),
+            "ended_at": now if done else None,
+        }
+        return _step(op, now, {"id": id, "patch": patch, "owner": owner})
+    name = draw.pick(_STEP_NAMES)
+    if op == "begin_step":
+        return _step(op, now, {"run_id": id, "name": name, "owner": owner, "lease_ms": lease_ms})
+    args = {
+        "run_id": id,
+        "name": name,
+        "result": draw.pick(('"ok"', None)),
+        "attempts": 1,
+        "last_error": None,
+        "at": now,
+        "owner": owner,
+        "lease_ms": lease_ms,
+    }
+    return _step(op, now, args)
+
+
+def misses_to_the_tenth(draw: Choices, view: View) -> Iterator[Step]:
+    """A new run claimed and missed at each backoff's end, up to the tenth miss and past it; the
+    first claim's BEGIN comes with its margin just missed."""
+    id = yield from _new_run(view)
+    lease_ms = draw.pick(_MARGIN_LEASES)
+    for n in range(1, draw.pick((11, 10, 12)) + 1):
+        run = view.run(id)
+        due = _expiry_ms(run)
+        if due is not None:
+            view.now_ms = max(view.now_ms, due)
+        owner = view.mint_owner(lease_ms)
+        yield _step("claim", _iso(view.now_ms), {"id": id, "owner": owner, "lease_ms": lease_ms})
+        if n == 1:
+            # The pass came back with too little of its lease left: BEGIN refuses, it misses.
+            begin = _begin_at_edge(view, id, owner, lease_ms, met=False)
+            if begin is not None:
+                yield begin
+        now = _iso(view.now_ms)
+        if n == 10:
+            view.exercised["miss-to-tenth"] += 1
+        elif n > 10:
+            view.exercised["miss-past-tenth"] += 1
+        yield _step("miss", now, {"id": id, "owner": owner, "note": _NOTE.format(n=n)})
+
+
+def due_read_at_next_attempt(draw: Choices, view: View) -> Iterator[Step]:
+    """A due read bound exactly at a running run's next_attempt_at, or 1 ms before it."""
+    waiting = [run for run in _running(view) if run.get("next_attempt_at") is not None]
+    if not waiting or draw.rarely(3):
+        yield from _held(draw, view, begin=draw.coin())
+        waiting = [run for run in _running(view) if run.get("next_attempt_at") is not None]
+        if not waiting:
+            return
+    due = _expiry_ms(draw.pick(waiting))
+    assert due is not None
+    for exact in (True, False):
+        bound = due if exact else due - 1
+        view.exercised["due-at-next-attempt" if exact else "due-before-next-attempt"] += 1
+        args = {"now_param": _iso(bound), "max": draw.pick((500, 1, 2))}
+        yield _step("due_keys", _iso(view.now_ms), args)
+
+
+def joins(draw: Choices, view: View) -> Iterator[Step]:
+    """Starts of a key with a live run (the same subject, then another), and of a key whose runs
+    all finished."""
+    live = _running(view)
+    if live and draw.rarely(3):
+        run: dict[str, Any] | None = draw.pick(live)
+    else:
+        id = yield from _new_run(view, subject_id=draw.pick((None, "s1")))
+        run = view.run(id)
+    if run is None:
+        return
+    key = (run["module_id"], run["job"], run["instance"])
+    view.exercised["join-live"] += 1
+    yield _start(view, key, subject_id=run.get("subject_id"))
+    view.exercised["join-other-subject"] += 1
+    yield _start(view, key, subject_id="s2" if run.get("subject_id") != "s2" else "s1")
+    id, owner, _lease, _at = yield from _held(draw, view, begin=True)
+    yield _write_done(view, id, owner, status=draw.pick(("done", "failed")))
+    finished = view.run(id)
+    if finished is None or finished["status"] == "running":
+        return
+    view.exercised["join-finished"] += 1
+    yield _start(view, (finished["module_id"], finished["job"], finished["instance"]))
+
+
+def _write_done(view: View, id: str, owner: str, *, status: str) -> Step:
+    now = _iso(view.now_ms)
+    patch = {
+        "status": status,
+        "cursor": None,
+        "counters": "{}",
+        "attempts": 0,
+        "last_error": "boom" if status == "failed" else None,
+        "updated_at": now,
+        "next_attempt_at": None,
+        "ended_at": now,
+    }
+    return _step("commit_pass", now, {"id": id, "patch": patch, "owner": owner})
+
+
+def erase_leased(draw: Choices, view: View) -> Iterator[Step]:
+    """Erasure of the subject of a run that a pass holds (begun or not)."""
+    id = yield from _new_run(view, subject_id="s1", payload=draw.pick(_SUBJECT_PAYLOADS))
+    lease_ms = draw.pick(_SHORT_LEASES)
+    owner = view.mint_owner(lease_ms)
+    now = _iso(view.now_ms)
+    yield _step("claim", now, {"id": id, "owner": owner, "lease_ms": lease_ms})
+    how = draw.pick(("at once", "missed", "not"))
+    if how == "at once":
+        yield _step("begin", now, {"id": id, "owner": owner, "margin_ms": lease_ms * 0.25})
+    elif how == "missed":
+        begin = _begin_at_edge(view, id, owner, lease_ms, met=False)
+        if begin is not None:
+            yield begin
+            now = begin["now"]
+    if _leased_to(view, id, owner) is None:
+        return
+    view.exercised["erase-leased"] += 1
+    yield _step("shred_subject", now, {"subject_id": "s1"})
+
+
+def imports_over_live(draw: Choices, view: View) -> Iterator[Step]:
+    """A restore into a scope that holds a leased run, or a copy of running runs elsewhere."""
+    id, owner, _lease, _at = yield from _held(draw, view, begin=draw.coin())
+    if _leased_to(view, id, owner) is None:
+        return
+    now = _iso(view.now_ms)
+    restore = _step("import_dump", now, {"dump_of": "a", "source": "a"})
+    copy = _step("import_dump", now, {"dump_of": "a", "source": "a"}, scope="b")
+    for step in (restore, copy) if draw.coin() else (copy, restore):
+        view.exercised["restore-over-live" if step["scope"] == "a" else "copy-live"] += 1
+        yield step
+
+
+#: The boundary moves, each with its weight.
+BOUNDARY_MOVES: Final[tuple[tuple[Builder, int], ...]] = (
+    (lease_story, 12),
+    (misses_to_the_tenth, 6),
+    (due_read_at_next_attempt, 8),
+    (joins, 8),
+    (erase_leased, 6),
+    (imports_over_live, 6),
+)

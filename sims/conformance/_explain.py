@@ -1,0 +1,249 @@
+"""Why the reference answered as it did: the rule that decides a step, in words, and its rows.
+
+A difference is easier to fix when the report says which rule of the protocol decides the answer
+("the run is leased to o03 until 12:00:01.002Z, so a claim by o04 must return null") and shows the
+rows that rule read. ``explain`` reads the reference's tables as they stood BEFORE the step (the
+kit keeps them), and states the rule for the step's operation from those rows and the step's
+arguments. It restates the spec's rules on its own (it calls no store code), so a sentence that
+disagrees with the reference's answer points at a bug in one of the two.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Final, TypeAlias
+
+from driver import iso_from_ms, parse_iso_ms
+
+#: The rule in words, and the rows it read.
+Explained: TypeAlias = tuple[str, list[dict[str, Any]]]
+
+#: Mirrors the spec's constants (a test holds them to driver's).
+ADMISSION_MISS_MAX: Final = 10
+_BACKOFF_MAX_MS: Final = 300_000
+
+
+def backoff_ms(misses: int) -> int:
+    return int(min(_BACKOFF_MAX_MS, 1_000 * 2 ** max(0, misses - 1)))
+
+
+def _time(value: str) -> str:
+    """A store time as the report shows it: the clock, with the date dropped."""
+    return value.split("T", 1)[-1] if isinstance(value, str) else repr(value)
+
+
+def _run(tables: dict[str, Any], id: Any) -> dict[str, Any] | None:
+    return next((run for run in tables.get("runs", []) if run.get("id") == id), None)
+
+
+def _held_by(run: dict[str, Any], owner: Any) -> str | None:
+    """Why ``owner`` may NOT write the run (None when it may)."""
+    if run["status"] != "running":
+        return f"run {run['id']} is {run['status']}"
+    if run["lease_owner"] != owner:
+        holder = run["lease_owner"]
+        held = "held by nobody" if holder is None else f"held by {holder}"
+        return f"run {run['id']} is {held}, not by {owner}"
+    return None
+
+
+def explain(step: dict[str, Any], tables: dict[str, Any]) -> Explained:
+    """The rule that decides ``step`` on ``tables`` (the reference's, before it), and the rows
+    that rule reads."""
+    op, args, now = step["op"], step.get("args") or {}, str(step.get("now"))
+    try:
+        rule = _RULES.get(op, _other)
+        return rule(args, now, tables)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        # Arguments a store must refuse: the rule is the store's door, not a table rule.
+        return (f"{op} with these arguments must be refused or answered as the reference did", [])
+
+
+def _missing(op: str, id: Any, answer: str) -> Explained:
+    return f"there is no run {id}, so {op} must return {answer}", []
+
+
+def _claim(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
+    id, owner, lease_ms = args["id"], args["owner"], args["lease_ms"]
+    run = _run(tables, id)
+    if run is None:
+        return _missing("a claim", id, "null")
+    rows = [run]
+    if run["status"] != "running":
+        return f"run {id} is {run['status']}, so a claim must return null", rows
+    due = run["next_attempt_at"]
+    if due is not None and due > now:
+        if run["lease_owner"] is not None:
+            return (
+                f"the run is leased to {run['lease_owner']} until {_time(due)}, so a claim by "
+                f"{owner} at {_time(now)} must return null",
+                rows,
+            )
+        return (
+            f"the run waits until {_time(due)}, so a claim at {_time(now)} must return null",
+            rows,
+        )
+    when = "has no next attempt" if due is None else f"was due at {_time(due)}"
+    expiry = _time(iso_from_ms(parse_iso_ms(now) + lease_ms))
+    text = (
+        f"the run {when}, so the claim by {owner} at {_time(now)} takes it, leased until {expiry}"
+    )
+    if run["lease_began_at"] is not None:
+        text += (
+            f"; it takes over a pass that began at {_time(run['lease_began_at'])}, so takeover is "
+            f"true and attempts go from {run['attempts']} to {run['attempts'] + 1}, with the "
+            "expired-lease note as last_error"
+        )
+    else:
+        text += "; no pass began under the old lease, so takeover is false and attempts stay"
+    return text, rows
+
+
+def _begin(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
+    id, owner, margin_ms = args["id"], args["owner"], args["margin_ms"]
+    run = _run(tables, id)
+    if run is None:
+        return _missing("BEGIN", id, "false")
+    refused = _held_by(run, owner)
+    if refused is not None:
+        return f"{refused}, so BEGIN must return false", [run]
+    expiry = run["next_attempt_at"]
+    left = parse_iso_ms(expiry) - parse_iso_ms(now)
+    margin = math.floor(margin_ms)
+    verdict = "true" if left > margin else "false"
+    return (
+        f"the lease of {owner} runs until {_time(expiry)}, {left} ms after {_time(now)}; BEGIN "
+        f"needs more than floor({margin_ms!r}) = {margin} ms left, so it must return {verdict}",
+        [run],
+    )
+
+
+def _miss(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
+    id, owner = args["id"], args["owner"]
+    run = _run(tables, id)
+    if run is None:
+        return _missing("a miss", id, "null")
+    refused = _held_by(run, owner)
+    if refused is None and run["lease_began_at"] is not None:
+        refused = f"the pass of {owner} began at {_time(run['lease_began_at'])}"
+    if refused is not None:
+        return f"{refused}, so a miss must return null and write nothing", [run]
+    misses = (run["admission_misses"] or 0) + 1
+    if misses >= ADMISSION_MISS_MAX:
+        then = "fails the run: status failed, the note after 'lease too short for this environment'"
+    else:
+        until = _time(iso_from_ms(parse_iso_ms(now) + backoff_ms(misses)))
+        then = f"releases the lease and backs the run off until {until}"
+    return f"this is admission miss {misses} of {ADMISSION_MISS_MAX}, which {then}", [run]
+
+
+def _outcome(args: dict[str, Any], now: str, tables: dict[str, Any], op: str) -> Explained:
+    id, owner = args["id"], args["owner"]
+    run = _run(tables, id)
+    if run is None:
+        return _missing(f"a {op}", id, "false")
+    refused = _held_by(run, owner)
+    steps = [row for row in tables.get("steps", []) if row.get("run_id") == id]
+    if refused is not None:
+        kept = "; the run's step rows stay" if op == "commit_pass" and steps else ""
+        return f"{refused}, so the {op} must return false and write nothing{kept}", [run, *steps]
+    dropped = f" and drop its {len(steps)} step rows" if op == "commit_pass" else ""
+    return (
+        f"{owner} holds run {id}, so the {op} must apply: the patch's columns, the lease "
+        f"cleared{dropped}",
+        [run, *steps],
+    )
+
+
+def _step_op(args: dict[str, Any], now: str, tables: dict[str, Any], op: str) -> Explained:
+    id, owner, lease_ms, name = args["run_id"], args["owner"], args["lease_ms"], args["name"]
+    run = _run(tables, id)
+    answer = '{"held": false, "row": null}' if op == "begin_step" else "false"
+    if run is None:
+        return _missing(op, id, answer)
+    steps = [row for row in tables.get("steps", []) if row.get("run_id") == id]
+    refused = _held_by(run, owner)
+    if refused is not None:
+        return f"{refused}, so {op} must return {answer} and renew nothing", [run, *steps]
+    expiry = _time(iso_from_ms(parse_iso_ms(now) + lease_ms))
+    did = "reads the ledger row of" if op == "begin_step" else "records"
+    return (
+        f"{owner} holds run {id}, so {op} renews its lease until {expiry} and {did} step {name}",
+        [run, *steps],
+    )
+
+
+def _due(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
+    bound = args["now_param"]
+    running = [run for run in tables.get("runs", []) if run["status"] == "running"]
+    due = [
+        run for run in running if run["next_attempt_at"] is None or run["next_attempt_at"] <= bound
+    ]
+    due.sort(key=lambda run: (run["next_attempt_at"] or run["started_at"], run["id"]))
+    ids = ", ".join(run["id"] for run in due[: args["max"]]) or "none"
+    return (
+        f"a running run is due when its next_attempt_at is null or at or before {_time(bound)} "
+        f"(at it exactly counts), in due order, at most {args['max']}: {ids}",
+        running,
+    )
+
+
+def _start(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
+    key = args["key"]
+    same = [
+        run
+        for run in tables.get("runs", [])
+        if all(run.get(name) == key.get(name) for name in ("module_id", "job", "instance"))
+    ]
+    live = sorted((run for run in same if run["status"] == "running"), key=lambda run: run["id"])
+    spelled = f"{key.get('module_id')}/{key.get('job')}/{key.get('instance')}"
+    if live:
+        return (
+            f"the key {spelled} has the live run {live[-1]['id']}, so the start must return it "
+            "unchanged (whatever the new row's subject) and insert nothing",
+            same,
+        )
+    return (
+        f"the key {spelled} has no live run, so the start must insert run {args['row']['id']} "
+        "and return it",
+        same,
+    )
+
+
+def _shred(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
+    subject = args["subject_id"]
+    declared = [run for run in tables.get("runs", []) if run.get("subject_id") == subject]
+    return (
+        f"erasure of {subject}: every run that declares it or carries its envelope gets the "
+        "tombstone; a running one is settled failed with no lease and no due time",
+        declared,
+    )
+
+
+def _import(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
+    return (
+        "a dump imported into the scope it came from is a restore (the tables replaced by its "
+        "rows, running runs still running); into another scope it is a copy (rows added, each "
+        "running run failed as not carried, a clashing id a conflict)",
+        list(tables.get("runs", [])),
+    )
+
+
+def _other(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
+    return "the reference's answer is the spec's; see docs/conformance.md for the operation", []
+
+
+_RULES: Final[dict[str, Callable[[dict[str, Any], str, dict[str, Any]], Explained]]] = {
+    "claim": _claim,
+    "begin": _begin,
+    "miss": _miss,
+    "patch": lambda args, now, tables: _outcome(args, now, tables, "patch"),
+    "commit_pass": lambda args, now, tables: _outcome(args, now, tables, "commit_pass"),
+    "begin_step": lambda args, now, tables: _step_op(args, now, tables, "begin_step"),
+    "record_step": lambda args, now, tables: _step_op(args, now, tables, "record_step"),
+    "due_keys": _due,
+    "start_or_join": _start,
+    "shred_subject": _shred,
+    "import_dump": _import,
+}
