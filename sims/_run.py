@@ -33,7 +33,7 @@ from ._faults import NO_FAULTS, Fault, FaultPlan, StoreClockFault, UpstreamFailu
 from ._plan_check import check_plan
 from ._scheduling import seed_scheduler
 from ._seeds import require_seed
-from ._trace import TRACE_FORMAT, Trace
+from ._trace import Trace, trace_format
 from ._upstream import Upstream
 from ._world import World, undeclared_scope
 
@@ -116,7 +116,7 @@ async def _main(
     )
     trace.record(
         "world.begin",
-        {"format": TRACE_FORMAT, "seed": seed, "plan": repr(setup.plan), **meta},
+        {"format": trace_format(meta), "seed": seed, "plan": repr(setup.plan), **meta},
     )
     upstream = Upstream(setup.objects, _failing_calls(setup.plan))
 
