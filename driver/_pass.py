@@ -44,7 +44,7 @@ from ._errors import Conflict, ValidationFailed
 from ._json import dumps, loads, queue_safety_errors, text_errors
 from ._operator import ColumnDecodeError, DecodedColumns, decode_columns
 from ._policy import RandomSource, resolve_retry_policy, retry_backoff_ms
-from ._port import JobRunStore, Observer, SystemScope, ignore_event
+from ._port import JobRunStore, Observer, SystemScope, Within, ignore_event
 from ._time import add_ms
 from ._values import (
     KEEP_CURSOR,
@@ -481,10 +481,22 @@ async def run_job_pass(
     deferral: Deferral | None = None,
     rng: RandomSource,
     observe: Observer = ignore_event,
+    deadline_ms: int | None = None,
+    within: Within | None = None,
 ) -> JobPassOutcome:
     """Run ONE pass of ``run`` (as its claim left it, BEGIN already written) and write what
     happened. A run's failure is reported, never raised; only a store call that raises (a
-    transport error on the outcome write) escapes, for the drive to report."""
+    transport error on the outcome write) escapes, for the drive to report.
+
+    ``deadline_ms`` bounds the handler (steps and store calls included) through ``within``: past
+    it the handler is cancelled and the pass fails like any failed pass (one more attempt, a
+    backoff or the run's end). None, the default, is the spec's: no deadline."""
+    if deadline_ms is not None and within is None:
+        raise ValidationFailed.at(
+            "within",
+            f"is None, but deadline_ms is {deadline_ms!r}; pass the host's run_within, which "
+            "cancels the handler at the deadline, or no deadline",
+        )
     job_policy = resolve_retry_policy(retry)
 
     def emit(event: str, **fields: Any) -> None:
@@ -513,14 +525,34 @@ async def run_job_pass(
     emit("handler.invoke")
     escaped: Exception | None = None
     result: object = None
-    try:
-        result = handler(ctx)
-        if inspect.isawaitable(result):
-            result = await result
-    except Exception as err:
-        escaped = err
+
+    async def call_handler() -> None:
+        nonlocal escaped, result
+        try:
+            result = handler(ctx)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as err:
+            escaped = err
+
+    if deadline_ms is None or within is None:
+        await call_handler()
+    elif not await within(deadline_ms, call_handler):
+        # Whatever the handler did after the cancel (caught it and returned, or raised something
+        # else) is not a pass the run can trust: the deadline decides.
+        escaped, result = PassDeadlineExceeded(deadline_ms), None
     emit("handler.end", error=None if escaped is None else error_text(escaped))
     return await _settle(ctx, settle, escaped, result, run)
+
+
+class PassDeadlineExceeded(Exception):
+    """A handler ran past its job's ``deadline_ms`` and was cancelled: its pass failed."""
+
+    def __init__(self, deadline_ms: int) -> None:
+        super().__init__(
+            f"the handler ran past its pass deadline of {deadline_ms} ms and was cancelled; "
+            "make a pass do less (return a cursor sooner) or raise deadline_ms in register_job"
+        )
 
 
 async def _settle(
