@@ -48,12 +48,8 @@ def _input_errors(input: StartJobRunInput) -> list[FieldError]:
             errors.append(
                 FieldError("subject", f"is {input.subject!r}; it must be a non-empty str or None")
             )
-    payload_errors = queue_safety_errors(input.payload, "payload")
-    if not payload_errors:
-        payload_errors = size_errors(
-            dumps(input.payload), JOB_PAYLOAD_MAX_BYTES, "payload", "a payload's JSON"
-        )
-    return errors + payload_errors
+    errors += queue_safety_errors(input.payload, "payload")
+    return errors
 
 
 async def start_job_run(
@@ -71,11 +67,14 @@ async def start_job_run(
     errors = _input_errors(start_input(input))
     if errors:
         raise ValidationFailed(errors)
+    payload = dumps(input.payload)
+    # Measured once it is known to be JSON: its size is the stored text's.
+    too_big = size_errors(payload, JOB_PAYLOAD_MAX_BYTES, "payload", "a payload's JSON")
+    if too_big:
+        raise ValidationFailed(too_big)
     at = now()
     key = JobRunKey(input.module_id, input.job, input.instance)
-    row = JobRunRow.fresh(
-        mint_id(), key, payload=dumps(input.payload), at=at, subject_id=input.subject
-    )
+    row = JobRunRow.fresh(mint_id(), key, payload=payload, at=at, subject_id=input.subject)
     live = await store.start_or_join(key, row)
     if live.subject_id != input.subject:
         # "None against some" is a mismatch too: the live run's erasure story would otherwise
