@@ -53,6 +53,24 @@ JOB_JSON_MAX_DEPTH: Final = 128
 #: (its ``int_max_str_digits``). A longer one could be neither stored nor decoded by the reader.
 JOB_JSON_MAX_INT_DIGITS: Final = 4300
 
+#: The platform's limit on one row (a Durable Object's SQLite: 2 MB per string, BLOB or row).
+#: The caps below keep a run row, and a step row, under it with every column at its cap.
+JOB_ROW_MAX_BYTES: Final = 2_000_000
+#: The most UTF-8 bytes of each stored text: a run's payload JSON, its cursor JSON, its counters
+#: JSON, a step's result JSON, an error (``last_error`` of a run or a step), and an id or name
+#: (run id, module, job, instance, subject, step name, counter name, lease owner). A run row at
+#: every cap is 1 000 000 + 500 000 + 100 000 + 100 000 + 6 x 1 024 + its times: under 1.71 MB.
+JOB_PAYLOAD_MAX_BYTES: Final = 1_000_000
+JOB_CURSOR_MAX_BYTES: Final = 500_000
+JOB_COUNTERS_MAX_BYTES: Final = 100_000
+JOB_STEP_RESULT_MAX_BYTES: Final = 1_000_000
+JOB_ERROR_MAX_BYTES: Final = 100_000
+JOB_ID_MAX_BYTES: Final = 1_024
+#: How far past the store's now a written time may lie: the longest lease or backoff (a year)
+#: from a writer's clock up to a year ahead of the store's. Later than that, a running run would
+#: wait for ages, and every start of its key would join it.
+JOB_TIME_AHEAD_MAX_MS: Final = 2 * JOB_LEASE_MAX_MS
+
 #: Retry policy defaults: attempts in total (the first included), and the backoff curve.
 JOB_RETRY_MAX_ATTEMPTS: Final = 5
 JOB_RETRY_BASE_DELAY_MS: Final = 1_000

@@ -19,8 +19,8 @@ from ._errors import Conflict, ValidationFailed
 from ._ids import UlidMint
 from ._operator import job_run_of
 from ._options import check_drive_options
-from ._policy import assert_lease_ms, resolve_retry_policy
-from ._port import JobRunStore, Observer, SystemScope
+from ._policy import assert_deadline_ms, assert_lease_ms, resolve_retry_policy
+from ._port import JobRunStore, Observer, SystemScope, Within
 from ._start import name_errors, start_job_run
 from ._time import parse_iso_ms
 from ._values import (
@@ -127,6 +127,9 @@ class JobDriver:
         self._log = log
         self._mint = UlidMint(lambda: parse_iso_ms(self._now()), self._rng)
         self._jobs: dict[tuple[str, str], JobRegistration] = {}
+        #: How a pass deadline cancels a handler: the host's, which knows its event loop (the
+        #: kernel imports none). Optional: a host without one takes no deadlines.
+        self._within: Within | None = getattr(host, "run_within", None)
 
     def __repr__(self) -> str:
         return f"JobDriver(name={self.name!r}, link={self._link!r})"
@@ -151,14 +154,27 @@ class JobDriver:
         *,
         retry: RetryPolicy | None = None,
         lease_ms: int | None = None,
+        deadline_ms: int | None = None,
     ) -> JobRegistration:
-        """Record a job's handler, its retry policy and its lease; refused when already known."""
+        """Record a job's handler, its retry policy, its lease and its pass deadline; refused when
+        already known.
+
+        ``deadline_ms`` bounds each pass's handler: past it the handler is cancelled and the pass
+        fails as any failed pass does (an attempt charged, then a backoff or the run's end). None,
+        the default, is the spec's: a handler runs as long as it likes."""
         errors = name_errors(module_id, "module_id") + name_errors(name, "name")
         if errors:
             raise ValidationFailed(errors)
         if not callable(handler):
             raise ValidationFailed.at("handler", f"is {handler!r}; it must be callable")
         assert_lease_ms(lease_ms)
+        assert_deadline_ms(deadline_ms)
+        if deadline_ms is not None and self._within is None:
+            raise ValidationFailed.at(
+                "deadline_ms",
+                f"is {deadline_ms!r}, but the host {self._host!r} has no run_within to cancel a "
+                "handler with; use a scopehost host, or no deadline",
+            )
         if retry is not None:
             resolve_retry_policy(retry)
         if (module_id, name) in self._jobs:
@@ -167,7 +183,9 @@ class JobDriver:
                 f"job {module_id}/{name} is already registered with drive {self.name!r} — "
                 "register each job once",
             )
-        registration = JobRegistration(handler=handler, retry=retry, lease_ms=lease_ms)
+        registration = JobRegistration(
+            handler=handler, retry=retry, lease_ms=lease_ms, deadline_ms=deadline_ms
+        )
         self._jobs[(module_id, name)] = registration
         return registration
 
@@ -209,6 +227,7 @@ class JobDriver:
             rng=self._rng,
             observe=self._observe,
             log=self._log,
+            within=self._within,
         )
 
     async def job_runs(self, scope_id: str, filter: JobRunFilter | None = None) -> list[JobRun]:

@@ -54,7 +54,7 @@ from ._constants import (
 from ._errors import ValidationFailed
 from ._pass import Deferral, error_text, run_job_pass
 from ._policy import RandomSource, resolve_retry_policy
-from ._port import JobRunStore, Observer, SystemScope, ignore_event
+from ._port import JobRunStore, Observer, SystemScope, Within, ignore_event
 from ._values import (
     JobDriveError,
     JobDriveReport,
@@ -139,6 +139,7 @@ class _Drive:
     observe: Observer
     log: logging.Logger
     tally: _Tally
+    within: Within | None
 
     def emit(self, event: str, run_id: str, owner: str, **fields: Any) -> None:
         self.observe(event, {"run": run_id, "owner": owner, **fields})
@@ -150,6 +151,14 @@ class _Drive:
 
     async def run(self, key: JobDueKey, registration: JobRegistration) -> None:
         """Up to ``max_passes`` passes of one run, each on a claim of its own."""
+        if registration.deadline_ms is not None and self.within is None:
+            # Refused before the claim: a pass that could not be bounded must not begin.
+            raise ValidationFailed.at(
+                "within",
+                f"is None, but job {key.module_id}/{key.job} has deadline_ms "
+                f"{registration.deadline_ms!r}; pass the host's run_within to "
+                "run_due_job_runs, which cancels the handler at the deadline",
+            )
         lease_ms = registration.lease_ms if registration.lease_ms is not None else JOB_LEASE_MS
         for index in range(self.max_passes):
             owner = self.mint_owner()
@@ -210,6 +219,8 @@ class _Drive:
             deferral=self.deferral,
             rng=self.rng,
             observe=self.observe,
+            deadline_ms=registration.deadline_ms,
+            within=self.within,
         )
         tally = self.tally
         if outcome.status == "advanced":
@@ -325,11 +336,13 @@ async def run_due_job_runs(
     rng: RandomSource,
     observe: Observer = ignore_event,
     log: logging.Logger | None = None,
+    within: Within | None = None,
 ) -> JobDriveReport:
     """Advance every due run on one scope, bounded by ``limit`` runs and ``max_passes`` each.
 
     Raises ``ValidationFailed`` for a bad ``limit`` or ``max_passes`` (before any store call), and
     lets a failure of the snapshot read itself escape; every per-run failure is reported instead.
+    ``within`` cancels a handler whose registration has a ``deadline_ms`` (see ``run_job_pass``).
     """
     budget = JOB_DRIVE_LIMIT if limit is None else _count_option(limit, "limit")
     passes = _count_option(max_passes, "max_passes")
@@ -347,6 +360,7 @@ async def run_due_job_runs(
         observe=observe,
         log=log if log is not None else DRIVE_LOG,
         tally=tally,
+        within=within,
     )
     for key, registration in pick_runs(keys, handler_for, budget):
         try:

@@ -106,9 +106,27 @@ def _refuse_long_int(digits: str) -> int:
     return 0
 
 
+class _Overflow(ValueError):
+    """A number whose text overflows to infinity (``1e309``), met by the fast reading."""
+
+
+def _refuse_overflow(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Overflow(text)
+    return value
+
+
 #: Reads JSON text once to vet it, built once (see ``_DECODER``); any doubt goes to the careful
 #: reading, which tells "not JSON at all" from "JSON with something the store refuses".
-_VETTER = json.JSONDecoder(parse_constant=_constant, parse_int=_refuse_long_int)
+_VETTER = json.JSONDecoder(
+    parse_constant=_constant, parse_int=_refuse_long_int, parse_float=_refuse_overflow
+)
+
+_OVERFLOW_PROBLEM = (
+    "holds a number too large for JSON's numbers, which reads as Infinity — store a number JSON "
+    "carries, or a str"
+)
 
 
 def json_text_problem(text: str) -> str | None:
@@ -118,14 +136,15 @@ def json_text_problem(text: str) -> str | None:
     verbatim and every reader treats it as not JSON (the operator read shows the column empty, and
     erasure finds no envelope in it). Refused is text the readers could disagree on or could not
     read: nesting past ``JOB_JSON_MAX_DEPTH`` (measured on any text), ``NaN``/``Infinity``/
-    ``-Infinity`` in text that is JSON but for them, and an int of more than
-    ``JOB_JSON_MAX_INT_DIGITS`` digits in JSON text."""
+    ``-Infinity`` in text that is JSON but for them, an int of more than
+    ``JOB_JSON_MAX_INT_DIGITS`` digits in JSON text, and a number whose text overflows to
+    infinity (``1e309``), which JavaScript and Python both read as Infinity."""
     problem = _depth_problem(text)
     if problem is not None:
         return problem
     try:
         _VETTER.decode(text)
-    except (_LongInt, StoredJsonError):
+    except (_LongInt, _Overflow, StoredJsonError):
         return _careful_problem(text)  # something refused, or not JSON further on: which?
     except ValueError:
         return None  # not JSON at all: it travels verbatim
@@ -137,14 +156,20 @@ def _careful_problem(text: str) -> str | None:
     whole: an int past the limit counts only in text that is JSON, a constant only in text that
     is JSON but for its constants."""
     long_ints: list[str] = []
+    overflows: list[str] = []
 
     def read_int(digits: str) -> int:
         if len(digits.lstrip("-")) > JOB_JSON_MAX_INT_DIGITS:
             long_ints.append(digits)
         return 0
 
+    def read_float(digits: str) -> float:
+        if not math.isfinite(float(digits)):
+            overflows.append(digits)
+        return 0.0
+
     try:
-        json.loads(text, parse_constant=_constant, parse_int=read_int)
+        json.loads(text, parse_constant=_constant, parse_int=read_int, parse_float=read_float)
     except StoredJsonError:
         pass  # a constant: whether the text is JSON but for it is decided below
     except ValueError:
@@ -155,6 +180,8 @@ def _careful_problem(text: str) -> str | None:
                 f"holds an int of more than {JOB_JSON_MAX_INT_DIGITS} digits, more than a run's "
                 "JSON carries — store a number that large as a str"
             )
+        if overflows:
+            return _OVERFLOW_PROBLEM
         return None
     try:
         json.loads(text, parse_int=lambda digits: 0)

@@ -39,12 +39,21 @@ from typing import Any
 
 import attrs
 
-from ._constants import JOB_DEFER_MS, JOB_LEASE_MS, JOB_STEP_REUSED
+from ._constants import (
+    JOB_COUNTERS_MAX_BYTES,
+    JOB_CURSOR_MAX_BYTES,
+    JOB_DEFER_MS,
+    JOB_ID_MAX_BYTES,
+    JOB_LEASE_MS,
+    JOB_STEP_RESULT_MAX_BYTES,
+    JOB_STEP_REUSED,
+)
 from ._errors import Conflict, ValidationFailed
 from ._json import dumps, loads, queue_safety_errors, text_errors
+from ._limits import size_errors, size_problem, stored_error
 from ._operator import ColumnDecodeError, DecodedColumns, decode_columns
 from ._policy import RandomSource, resolve_retry_policy, retry_backoff_ms
-from ._port import JobRunStore, Observer, SystemScope, ignore_event
+from ._port import JobRunStore, Observer, SystemScope, Within, ignore_event
 from ._time import add_ms
 from ._values import (
     KEEP_CURSOR,
@@ -201,7 +210,9 @@ class JobPassContext:
         """Add to a counter. Committed with the pass; discarded if the pass fails."""
         if not isinstance(name, str) or not name:
             raise ValidationFailed.at("count", f"name is {name!r}; it must be a non-empty str")
-        name_problems = text_errors(name, "count")
+        name_problems = text_errors(name, "count") or size_errors(
+            name, JOB_ID_MAX_BYTES, "count", "a counter's name"
+        )
         if name_problems:
             raise ValidationFailed(name_problems)
         if isinstance(by, bool) or not isinstance(by, int | float) or not math.isfinite(by):
@@ -286,7 +297,9 @@ class JobPassContext:
         """The policy the step runs under, once its name, body and policy are known good."""
         if not isinstance(name, str) or not name:
             raise ValidationFailed.at("step", f"name is {name!r}; it must be a non-empty str")
-        name_problems = text_errors(name, "step")
+        name_problems = text_errors(name, "step") or size_errors(
+            name, JOB_ID_MAX_BYTES, "step", "a step's name"
+        )
         if name_problems:
             raise ValidationFailed(name_problems)
         if not callable(fn):
@@ -340,10 +353,13 @@ class JobPassContext:
                     f"step {name!r} returned a value JSON cannot carry ({err}) — return ids, "
                     "numbers, strings, lists and dicts"
                 ) from err
+            too_big = size_problem(text, JOB_STEP_RESULT_MAX_BYTES, "a step's result")
+            if too_big is not None:
+                raise ValueError(f"step {name!r} returned a value whose JSON {too_big}")
         except _PassStopped:
             raise
         except Exception as err:
-            error = error_text(err)
+            error = stored_error(error_text(err))
             if self.is_deferral(err):
                 # The door's own "not now" is not the step's failure: nothing is charged.
                 self._emit("step.end", step=name, error=error, recorded=False)
@@ -431,6 +447,7 @@ class _Settler:
         self, error: str, *, policy: RetryPolicy | None = None, fails_run: bool = False
     ) -> JobPassOutcome:
         """A failed pass: nothing the handler produced, one more attempt, a backoff or the end."""
+        error = stored_error(error)
         run = self._run
         attempts = run.attempts + 1
         at = self._now()
@@ -481,10 +498,22 @@ async def run_job_pass(
     deferral: Deferral | None = None,
     rng: RandomSource,
     observe: Observer = ignore_event,
+    deadline_ms: int | None = None,
+    within: Within | None = None,
 ) -> JobPassOutcome:
     """Run ONE pass of ``run`` (as its claim left it, BEGIN already written) and write what
     happened. A run's failure is reported, never raised; only a store call that raises (a
-    transport error on the outcome write) escapes, for the drive to report."""
+    transport error on the outcome write) escapes, for the drive to report.
+
+    ``deadline_ms`` bounds the handler (steps and store calls included) through ``within``: past
+    it the handler is cancelled and the pass fails like any failed pass (one more attempt, a
+    backoff or the run's end). None, the default, is the spec's: no deadline."""
+    if deadline_ms is not None and within is None:
+        raise ValidationFailed.at(
+            "within",
+            f"is None, but deadline_ms is {deadline_ms!r}; pass the host's run_within, which "
+            "cancels the handler at the deadline, or no deadline",
+        )
     job_policy = resolve_retry_policy(retry)
 
     def emit(event: str, **fields: Any) -> None:
@@ -513,14 +542,34 @@ async def run_job_pass(
     emit("handler.invoke")
     escaped: Exception | None = None
     result: object = None
-    try:
-        result = handler(ctx)
-        if inspect.isawaitable(result):
-            result = await result
-    except Exception as err:
-        escaped = err
+
+    async def call_handler() -> None:
+        nonlocal escaped, result
+        try:
+            result = handler(ctx)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as err:
+            escaped = err
+
+    if deadline_ms is None or within is None:
+        await call_handler()
+    elif not await within(deadline_ms, call_handler):
+        # Whatever the handler did after the cancel (caught it and returned, or raised something
+        # else) is not a pass the run can trust: the deadline decides.
+        escaped, result = PassDeadlineExceeded(deadline_ms), None
     emit("handler.end", error=None if escaped is None else error_text(escaped))
     return await _settle(ctx, settle, escaped, result, run)
+
+
+class PassDeadlineExceeded(Exception):
+    """A handler ran past its job's ``deadline_ms`` and was cancelled: its pass failed."""
+
+    def __init__(self, deadline_ms: int) -> None:
+        super().__init__(
+            f"the handler ran past its pass deadline of {deadline_ms} ms and was cancelled; "
+            "make a pass do less (return a cursor sooner) or raise deadline_ms in register_job"
+        )
 
 
 async def _settle(
@@ -561,5 +610,13 @@ async def _settle(
         if errors:
             return await settle.fail(str(ValidationFailed(errors)))
         cursor = dumps(result.cursor)
-    # The counters always serialize: ``count`` refuses a total the store could not hold.
-    return await settle.commit(cursor, ctx.committed_counters(), done=result.done)
+        errors = size_errors(cursor, JOB_CURSOR_MAX_BYTES, "cursor", "a cursor's JSON")
+        if errors:
+            return await settle.fail(str(ValidationFailed(errors)))
+    # The counters always serialize: ``count`` refuses a total the store could not hold. Their
+    # size is known only now: many names, each fine, can add up past the cap.
+    counters = ctx.committed_counters()
+    errors = size_errors(counters, JOB_COUNTERS_MAX_BYTES, "counters", "a run's counters' JSON")
+    if errors:
+        return await settle.fail(str(ValidationFailed(errors)))
+    return await settle.commit(cursor, counters, done=result.done)

@@ -60,6 +60,19 @@ def assert_lease_ms(lease_ms: object) -> None:
         )
 
 
+def assert_deadline_ms(deadline_ms: object) -> None:
+    """Refuse a job's pass ``deadline_ms`` unless it is None (no deadline, as the spec has it) or
+    an integer from 1 ms to ``JOB_LEASE_MAX_MS``."""
+    if deadline_ms is None:
+        return
+    if type(deadline_ms) is not int or not 1 <= deadline_ms <= JOB_LEASE_MAX_MS:
+        raise ValidationFailed.at(
+            "deadline_ms",
+            f"is {deadline_ms!r}; a pass deadline must be an integer from 1 to "
+            f"{JOB_LEASE_MAX_MS} ms (a year), or None for no deadline",
+        )
+
+
 def _policy_errors(policy: RetryPolicy, path: str) -> list[FieldError]:
     errors = []
     if type(policy.max_attempts) is not int or policy.max_attempts < 1:

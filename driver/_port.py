@@ -6,6 +6,7 @@ operation (one transaction in one actor message), reading its OWN clock for ever
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from ._values import (
@@ -97,3 +98,9 @@ class Observer(Protocol):
 
 def ignore_event(event: str, fields: dict[str, Any]) -> None:
     """The observer used when nobody is watching."""
+
+
+#: How a drive bounds a handler in time without knowing its event loop: ``within(ms, body)`` runs
+#: ``body`` and cancels it once ``ms`` milliseconds have passed, returning True when the body
+#: finished first and False when the deadline cancelled it (the host's ``run_within`` is one).
+Within = Callable[[float, Callable[[], Awaitable[None]]], Awaitable[bool]]

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._constants import JOB_SUBJECT_MISMATCH
+from ._constants import JOB_ID_MAX_BYTES, JOB_PAYLOAD_MAX_BYTES, JOB_SUBJECT_MISMATCH
 from ._errors import Conflict, FieldError, ValidationFailed
 from ._json import dumps, queue_safety_errors, text_errors
+from ._limits import size_errors
 from ._port import JobRunStore
 from ._values import JobRunKey, JobRunRow, StartJobRunInput
 
 
 def name_errors(value: object, path: str) -> list[FieldError]:
-    """Why ``value`` cannot name a module, a job or an instance (empty when it can)."""
+    """Why ``value`` cannot name a module, a job, an instance, a subject, a step or a counter
+    (empty when it can): a non-empty str that UTF-8 carries, within ``JOB_ID_MAX_BYTES``."""
     if isinstance(value, str) and value:
-        return text_errors(value, path)
+        return text_errors(value, path) or size_errors(value, JOB_ID_MAX_BYTES, path, "a name")
     return [FieldError(path, f"is {value!r}; it must be a non-empty str")]
 
 
@@ -41,7 +43,7 @@ def _input_errors(input: StartJobRunInput) -> list[FieldError]:
     errors += name_errors(input.instance, "instance")
     if input.subject is not None:
         if isinstance(input.subject, str) and input.subject:
-            errors += text_errors(input.subject, "subject")
+            errors += name_errors(input.subject, "subject")
         else:
             errors.append(
                 FieldError("subject", f"is {input.subject!r}; it must be a non-empty str or None")
@@ -65,11 +67,14 @@ async def start_job_run(
     errors = _input_errors(start_input(input))
     if errors:
         raise ValidationFailed(errors)
+    payload = dumps(input.payload)
+    # Measured once it is known to be JSON: its size is the stored text's.
+    too_big = size_errors(payload, JOB_PAYLOAD_MAX_BYTES, "payload", "a payload's JSON")
+    if too_big:
+        raise ValidationFailed(too_big)
     at = now()
     key = JobRunKey(input.module_id, input.job, input.instance)
-    row = JobRunRow.fresh(
-        mint_id(), key, payload=dumps(input.payload), at=at, subject_id=input.subject
-    )
+    row = JobRunRow.fresh(mint_id(), key, payload=payload, at=at, subject_id=input.subject)
     live = await store.start_or_join(key, row)
     if live.subject_id != input.subject:
         # "None against some" is a mismatch too: the live run's erasure story would otherwise

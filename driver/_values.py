@@ -319,8 +319,10 @@ JobHandler: TypeAlias = Callable[[Any], Awaitable[JobPassResult | None]]
 
 @attrs.frozen(kw_only=True)
 class JobRegistration:
-    """A job as ``register_job`` recorded it: its handler, its step policy and its lease."""
+    """A job as ``register_job`` recorded it: its handler, its step policy, its lease and its
+    pass deadline (None: a handler may run as long as it likes, as the spec has it)."""
 
     handler: JobHandler
     retry: RetryPolicy | None = None
     lease_ms: int | None = None
+    deadline_ms: int | None = None

@@ -29,9 +29,15 @@ from typing import Any, Final
 import attrs
 
 from driver import (
+    JOB_COUNTERS_MAX_BYTES,
+    JOB_CURSOR_MAX_BYTES,
+    JOB_ERROR_MAX_BYTES,
+    JOB_ID_MAX_BYTES,
     JOB_LEASE_EXPIRED_NOTE,
     JOB_LEASE_MAX_MS,
+    JOB_PAYLOAD_MAX_BYTES,
     JOB_RUN_STATUSES,
+    JOB_STEP_RESULT_MAX_BYTES,
     JobDueKey,
     JobMiss,
     JobRunClaim,
@@ -48,6 +54,7 @@ from driver import (
     parse_iso_ms,
 )
 from driver._json import json_text_problem, surrogate_message
+from driver._limits import size_problem, time_ahead_problem
 
 from ._dump import JobRunDump, JobStepDumpRow, export_rows, import_rows, validate_dump
 from ._erasure import shred_subject_rows
@@ -132,12 +139,47 @@ def _check_json(value: object, path: str) -> None:
             raise ValidationFailed.at(path, problem)
 
 
+def _check_size(value: object, cap: int, path: str, what: str) -> None:
+    """Refuse text past its cap under the platform's row limit (see ``driver._limits``)."""
+    problem = size_problem(value, cap, what)
+    if problem is not None:
+        raise ValidationFailed.at(path, problem)
+
+
+def _check_written_time(value: object, path: str, now_ms: int, *, nullable: bool) -> None:
+    """A time a write stores: the one ISO spelling, and not so far past now that a running run
+    would wait for ages (``JOB_TIME_AHEAD_MAX_MS``)."""
+    if value is None and nullable:
+        return
+    _time_ms(value, path)
+    assert isinstance(value, str)
+    problem = time_ahead_problem(value, now_ms)
+    if problem is not None:
+        raise ValidationFailed.at(path, f"is {value!r}: it {problem}")
+
+
+#: The capped text columns of a run row, with their caps and what each is called in a refusal.
+_RUN_CAPS: Final = (
+    ("id", JOB_ID_MAX_BYTES, "an id"),
+    ("module_id", JOB_ID_MAX_BYTES, "a module id"),
+    ("job", JOB_ID_MAX_BYTES, "a job name"),
+    ("instance", JOB_ID_MAX_BYTES, "an instance"),
+    ("payload", JOB_PAYLOAD_MAX_BYTES, "a payload"),
+    ("subject_id", JOB_ID_MAX_BYTES, "a subject id"),
+    ("cursor", JOB_CURSOR_MAX_BYTES, "a cursor"),
+    ("counters", JOB_COUNTERS_MAX_BYTES, "a run's counters"),
+    ("last_error", JOB_ERROR_MAX_BYTES, "an error"),
+    ("lease_owner", JOB_ID_MAX_BYTES, "a lease owner"),
+)
+
+
 def _check_owner(owner: object) -> None:
     if not isinstance(owner, str) or not owner:
         raise ValidationFailed.at(
             "owner", f"is {owner!r}; pass the non-empty lease owner its claim was made with"
         )
     _check_storable(owner, "owner")
+    _check_size(owner, JOB_ID_MAX_BYTES, "owner", "a lease owner")
 
 
 def _check_patch_owner(owner: object) -> None:
@@ -173,7 +215,7 @@ def _check_status(status: object, path: str) -> None:
         )
 
 
-def _check_patch(patch: JobRunPatch) -> None:
+def _check_patch(patch: JobRunPatch, now_ms: int) -> None:
     _check_status(patch.status, "patch.status")
     for column in ("cursor", "counters", "last_error"):
         _check_storable(getattr(patch, column), f"patch.{column}")
@@ -185,6 +227,14 @@ def _check_patch(patch: JobRunPatch) -> None:
     )
     _check_json(patch.cursor, "patch.cursor")
     _check_json(patch.counters, "patch.counters")
+    _check_size(patch.cursor, JOB_CURSOR_MAX_BYTES, "patch.cursor", "a cursor")
+    _check_size(patch.counters, JOB_COUNTERS_MAX_BYTES, "patch.counters", "a run's counters")
+    _check_size(patch.last_error, JOB_ERROR_MAX_BYTES, "patch.last_error", "an error")
+    # A patch writes these three; a run left 'running' with a next attempt that never comes (or
+    # a time no reader can order) blocks its key for good, as every start joins it.
+    _check_written_time(patch.updated_at, "patch.updated_at", now_ms, nullable=False)
+    _check_written_time(patch.next_attempt_at, "patch.next_attempt_at", now_ms, nullable=True)
+    _check_written_time(patch.ended_at, "patch.ended_at", now_ms, nullable=True)
 
 
 class _FileWatch:
@@ -343,7 +393,7 @@ class ScopeDatabase:
 
     def start_or_join(self, key: JobRunKey, row: JobRunRow, *, now: str) -> JobRunRow:
         """The newest live run for ``key`` unchanged, or else ``row`` inserted — atomically."""
-        _time_ms(now, "now")
+        now_ms = _time_ms(now, "now")
         for column, value in attrs.asdict(row).items():
             _check_storable(value, f"row.{column}")
         if row.key != key:
@@ -359,6 +409,11 @@ class ScopeDatabase:
             )
         for column in ("payload", "cursor", "counters"):
             _check_json(getattr(row, column), f"row.{column}")
+        for column, cap, what in _RUN_CAPS:
+            _check_size(getattr(row, column), cap, f"row.{column}", what)
+        _check_written_time(row.started_at, "row.started_at", now_ms, nullable=False)
+        _check_written_time(row.updated_at, "row.updated_at", now_ms, nullable=False)
+        _check_written_time(row.next_attempt_at, "row.next_attempt_at", now_ms, nullable=True)
         with self._tx:
             live = self._conn.execute(
                 JOB_RUN_LIVE_SQL, (key.module_id, key.job, key.instance)
@@ -458,20 +513,20 @@ class ScopeDatabase:
 
     def patch(self, id: str, patch: JobRunPatch, owner: str | None, *, now: str) -> bool:
         """``JOB_RUN_PATCH_SQL``: a pass outcome, only while ``owner`` holds the run."""
-        _time_ms(now, "now")
+        now_ms = _time_ms(now, "now")
         _check_storable(id, "id")
         _check_patch_owner(owner)
-        _check_patch(patch)
+        _check_patch(patch, now_ms)
         with self._tx:
             return self._apply_patch(id, patch, owner)
 
     def commit_pass(self, id: str, patch: JobRunPatch, owner: str | None, *, now: str) -> bool:
         """The patch and the ledger drop together; the ledger only when the patch applied, so a
         stale holder's commit cannot empty the ledger of the pass that took the run over."""
-        _time_ms(now, "now")
+        now_ms = _time_ms(now, "now")
         _check_storable(id, "id")
         _check_patch_owner(owner)
-        _check_patch(patch)
+        _check_patch(patch, now_ms)
         with self._tx:
             applied = self._apply_patch(id, patch, owner)
             if applied:
@@ -524,6 +579,9 @@ class ScopeDatabase:
             remedy="a step's attempts is a whole number of 0 or more",
         )
         _check_json(result, "result")
+        _check_size(name, JOB_ID_MAX_BYTES, "name", "a step name")
+        _check_size(result, JOB_STEP_RESULT_MAX_BYTES, "result", "a step's result")
+        _check_size(last_error, JOB_ERROR_MAX_BYTES, "last_error", "an error")
         expiry = iso_from_ms(now_ms + lease_ms)
         with self._tx:
             if not self._renew(run_id, owner, expiry):
@@ -570,7 +628,7 @@ class ScopeDatabase:
                 f"is {source_scope_id!r} but the dump was exported from scope "
                 f"{dump.scope_id!r}; pass the scope the dump came from",
             )
-        validate_dump(dump)
+        validate_dump(dump, now=now)
         with self._tx:
             return import_rows(self._conn, dump, scope_id=self._scope_id, now=now)
 

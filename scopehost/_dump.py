@@ -32,8 +32,15 @@ from typing import Any, Final
 import attrs
 
 from driver import (
+    JOB_COUNTERS_MAX_BYTES,
+    JOB_CURSOR_MAX_BYTES,
+    JOB_ERROR_MAX_BYTES,
+    JOB_ID_MAX_BYTES,
     JOB_IMPORT_CLASH,
+    JOB_LEASE_MAX_MS,
+    JOB_PAYLOAD_MAX_BYTES,
     JOB_RUN_STATUSES,
+    JOB_STEP_RESULT_MAX_BYTES,
     Conflict,
     FieldError,
     JobRunRow,
@@ -41,6 +48,7 @@ from driver import (
     parse_iso_ms,
 )
 from driver._json import json_text_problem, surrogate_message
+from driver._limits import size_problem, time_ahead_problem
 
 from ._schema import RUNS_TABLE, STEPS_TABLE
 
@@ -211,6 +219,62 @@ def _time_problem(value: object, *, nullable: bool) -> str | None:
     return f"is not a time in {_ISO}" + (" or NULL" if nullable else "")
 
 
+#: The capped text columns of a run row and a step row (see ``driver._limits``).
+_RUN_CAPS: Final = {
+    "id": (JOB_ID_MAX_BYTES, "an id"),
+    "module_id": (JOB_ID_MAX_BYTES, "a module id"),
+    "job": (JOB_ID_MAX_BYTES, "a job name"),
+    "instance": (JOB_ID_MAX_BYTES, "an instance"),
+    "payload": (JOB_PAYLOAD_MAX_BYTES, "a payload"),
+    "subject_id": (JOB_ID_MAX_BYTES, "a subject id"),
+    "cursor": (JOB_CURSOR_MAX_BYTES, "a cursor"),
+    "counters": (JOB_COUNTERS_MAX_BYTES, "a run's counters"),
+    "last_error": (JOB_ERROR_MAX_BYTES, "an error"),
+    "lease_owner": (JOB_ID_MAX_BYTES, "a lease owner"),
+}
+_STEP_CAPS: Final = {
+    "run_id": (JOB_ID_MAX_BYTES, "an id"),
+    "step": (JOB_ID_MAX_BYTES, "a step name"),
+    "result": (JOB_STEP_RESULT_MAX_BYTES, "a step's result"),
+    "last_error": (JOB_ERROR_MAX_BYTES, "an error"),
+}
+_RUN_TIMES: Final = ("started_at", "updated_at", "next_attempt_at", "ended_at", "lease_began_at")
+
+
+def _size_problems(row: Any, caps: dict[str, tuple[int, str]]) -> list[tuple[str, str]]:
+    found = []
+    for column, (cap, what) in caps.items():
+        problem = size_problem(getattr(row, column), cap, what)
+        if problem is not None:
+            found.append((column, problem))
+    return found
+
+
+def _time_bound_problems(run: JobRunRow, now_ms: int) -> list[tuple[str, str]]:
+    """A restored run must be runnable: no time past ``JOB_TIME_AHEAD_MAX_MS`` ahead of the
+    import's now, and a lease (a leased running run's ``next_attempt_at``) ending no later than
+    ``JOB_LEASE_MAX_MS`` past it, the longest lease any store writes."""
+    for column in _RUN_TIMES:
+        value = getattr(run, column)
+        if value is None:
+            continue
+        problem = time_ahead_problem(value, now_ms)
+        if problem is not None:
+            return [(column, f"{problem} (the import's now)")]
+    if run.status == "running" and run.lease_owner is not None:
+        assert run.next_attempt_at is not None
+        if parse_iso_ms(run.next_attempt_at) - now_ms > JOB_LEASE_MAX_MS:
+            return [
+                (
+                    "next_attempt_at",
+                    f"is {run.next_attempt_at!r}, a lease ending more than {JOB_LEASE_MAX_MS} ms "
+                    "(a year, the longest lease) past the import's now; no store wrote that "
+                    "lease — clear lease_owner, or export the dump again",
+                )
+            ]
+    return []
+
+
 def _run_problems(run: JobRunRow) -> list[tuple[str, str]]:
     """``(column, problem)`` for each thing wrong with one run row, in column order."""
     checks: list[tuple[str, str | None]] = [
@@ -241,6 +305,7 @@ def _run_problems(run: JobRunRow) -> list[tuple[str, str]]:
         ("admission_misses", _count_problem(run.admission_misses, nullable=True)),
     ]
     problems = [(column, problem) for column, problem in checks if problem is not None]
+    problems = problems or _size_problems(run, _RUN_CAPS)
     if problems:
         return problems
     # The lease and the lifecycle, consistent with each other (only once every column is sound).
@@ -270,7 +335,8 @@ def _step_problems(step: JobStepDumpRow) -> list[tuple[str, str]]:
         ("last_error", _text_problem(step.last_error, nullable=True, empty=True)),
         ("recorded_at", _time_problem(step.recorded_at, nullable=False)),
     ]
-    return [(column, problem) for column, problem in checks if problem is not None]
+    problems = [(column, problem) for column, problem in checks if problem is not None]
+    return problems or _size_problems(step, _STEP_CAPS)
 
 
 def _refuse(kind: str, index: int, what: str, problems: list[tuple[str, str]]) -> None:
@@ -278,7 +344,7 @@ def _refuse(kind: str, index: int, what: str, problems: list[tuple[str, str]]) -
     raise ValidationFailed([FieldError(f"dump.{kind}.{index}.{column}", f"{problem} ({what})")])
 
 
-def validate_dump(dump: Any) -> None:
+def validate_dump(dump: Any, *, now: str | None = None) -> None:
     """Raise ``ValidationFailed`` for the first problem of the first bad row of ``dump`` (one
     error, by path ``dump.runs.<i>.<column>`` or ``dump.steps.<i>.<column>``, columns checked in
     table order), else return.
@@ -290,8 +356,11 @@ def validate_dump(dump: Any) -> None:
     a lease expiry (``next_attempt_at``); a finished run has an ``ended_at`` and no lease; a
     ``lease_began_at`` only with a ``lease_owner``. Ids are unique, and at most one run per
     ``(module_id, job, instance)`` is running. A step row: columns of their types, its ``run_id``
-    one of the dump's runs, ``(run_id, step)`` unique.
+    one of the dump's runs, ``(run_id, step)`` unique. Every text within its cap under the row
+    limit (``driver._limits``). Given the importing store's ``now``, every time at most
+    ``JOB_TIME_AHEAD_MAX_MS`` past it, and a lease ending at most ``JOB_LEASE_MAX_MS`` past it.
     """
+    now_ms = None if now is None else parse_iso_ms(now)
     if not isinstance(dump, JobRunDump):
         raise ValidationFailed.at(
             "dump", f"is {dump!r}; pass the JobRunDump that export_dump returned"
@@ -305,6 +374,8 @@ def validate_dump(dump: Any) -> None:
             raise ValidationFailed.at(f"dump.runs.{index}", f"is {run!r}, not a JobRunRow")
         what = f"run {run.id!r}"
         problems = _run_problems(run)
+        if not problems and now_ms is not None:
+            problems = _time_bound_problems(run, now_ms)
         if not problems and run.id in ids:
             problems = [("id", "appears twice in the dump")]
         if not problems and run.status == "running":
@@ -327,6 +398,9 @@ def validate_dump(dump: Any) -> None:
             raise ValidationFailed.at(f"dump.steps.{index}", f"is {step!r}, not a JobStepDumpRow")
         what = f"step {step.step!r} of run {step.run_id!r}"
         problems = _step_problems(step)
+        if not problems and now_ms is not None:
+            ahead = time_ahead_problem(step.recorded_at, now_ms)
+            problems = [] if ahead is None else [("recorded_at", f"{ahead} (the import's now)")]
         if not problems and step.run_id not in ids:
             problems = [("run_id", "names no run in the dump")]
         if not problems and (step.run_id, step.step) in seen:

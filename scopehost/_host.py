@@ -25,6 +25,7 @@ from driver._start import name_errors
 from ._actor import Message, ScopeActor
 from ._clock import Clock, WallClock
 from ._database import ModuleOperation, ScopeDatabase
+from ._deadline import run_within
 from ._describe import describe
 from ._errors import DoorHeld, HostClosed, ScopeFileForeign, ScopeFileGone
 from ._files import OpenedFiles
@@ -184,6 +185,11 @@ class ScopeHost:
     async def sleep_ms(self, ms: float) -> None:
         """Sleep in virtual time through the host's deterministic timer."""
         await self.network.sleep_ms(ms)
+
+    async def run_within(self, ms: float, body: Callable[[], Awaitable[None]]) -> bool:
+        """Run ``body``, cancelled after ``ms``; False when the deadline fell (a drive's pass
+        deadline, see ``_deadline``)."""
+        return await run_within(self.network, ms, body)
 
     # -- what links call ----------------------------------------------------------------------
 

@@ -20,7 +20,15 @@ import trio
 #: The version of the events and fields a trace carries (docs/trace-format.md), written in its
 #: ``world.begin``. 2: the oracle's events (``job.register``, ``drive.call``, ``start.*``,
 #: ``hx.*``), ``rpc.exec`` at the moment the store ran it, and ``world.sync`` with step rows.
-TRACE_FORMAT = 2
+#: 3: ``world_sha256`` in the ``world.begin`` of a user's world, the content hash of its file.
+TRACE_FORMAT = 3
+
+
+def trace_format(begin: dict[str, Any]) -> int:
+    """The version a trace whose ``world.begin`` carries ``begin`` writes: the oldest that
+    describes it. A built-in world's trace has nothing version 3 added, so it still says 2 and
+    keeps its bytes; a user's world, which records its file's hash, says 3."""
+    return TRACE_FORMAT if "world_sha256" in begin else 2
 
 
 def _line(event: dict[str, Any]) -> str:

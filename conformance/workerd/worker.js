@@ -105,6 +105,62 @@ function checkOwner(owner) {
   if (typeof owner !== "string" || owner === "") {
     throw new Refusal("owner", "must be the non-empty lease owner its claim was made with");
   }
+  checkSize(owner, JOB_ID_MAX_BYTES, "owner");
+}
+
+// -- the row limit: mirrors driver/_limits.py (caps in UTF-8 bytes under the platform's 2 MB row) --
+
+const JOB_PAYLOAD_MAX_BYTES = 1_000_000;
+const JOB_CURSOR_MAX_BYTES = 500_000;
+const JOB_COUNTERS_MAX_BYTES = 100_000;
+const JOB_STEP_RESULT_MAX_BYTES = 1_000_000;
+const JOB_ERROR_MAX_BYTES = 100_000;
+const JOB_ID_MAX_BYTES = 1_024;
+const JOB_TIME_AHEAD_MAX_MS = 2 * 31_536_000_000;
+
+const ENCODER = new TextEncoder();
+
+function sizeProblem(value, cap) {
+  if (typeof value !== "string" || value.length <= Math.floor(cap / 4)) return null;
+  return ENCODER.encode(value).length > cap ? `is more than the ${cap} bytes it may take` : null;
+}
+
+function checkSize(value, cap, path) {
+  const problem = sizeProblem(value, cap);
+  if (problem !== null) throw new Refusal(path, problem);
+}
+
+function aheadProblem(value, nowMs) {
+  return parseIso(value) - nowMs > JOB_TIME_AHEAD_MAX_MS
+    ? "is more than two years past the store's now"
+    : null;
+}
+
+// A time a write stores: the one ISO spelling, and not so far ahead that a run would wait for ages.
+function checkWrittenTime(value, path, nowMs, nullable) {
+  if (value === null && nullable) return;
+  timeMs(value, path);
+  const problem = aheadProblem(value, nowMs);
+  if (problem !== null) throw new Refusal(path, problem);
+}
+
+const RUN_CAPS = [
+  ["id", JOB_ID_MAX_BYTES], ["module_id", JOB_ID_MAX_BYTES], ["job", JOB_ID_MAX_BYTES],
+  ["instance", JOB_ID_MAX_BYTES], ["payload", JOB_PAYLOAD_MAX_BYTES],
+  ["subject_id", JOB_ID_MAX_BYTES], ["cursor", JOB_CURSOR_MAX_BYTES],
+  ["counters", JOB_COUNTERS_MAX_BYTES], ["last_error", JOB_ERROR_MAX_BYTES],
+  ["lease_owner", JOB_ID_MAX_BYTES],
+];
+const STEP_CAPS = [
+  ["run_id", JOB_ID_MAX_BYTES], ["step", JOB_ID_MAX_BYTES],
+  ["result", JOB_STEP_RESULT_MAX_BYTES], ["last_error", JOB_ERROR_MAX_BYTES],
+];
+const RUN_TIMES = ["started_at", "updated_at", "next_attempt_at", "ended_at", "lease_began_at"];
+
+function sizeProblems(row, caps) {
+  return caps
+    .map(([column, cap]) => [column, sizeProblem(row[column], cap)])
+    .filter(([, problem]) => problem !== null);
 }
 
 function checkWhole(value, path, minimum) {
@@ -193,8 +249,13 @@ function jsonTextProblem(text) {
   if (nestingDepth(text) > JOB_JSON_MAX_DEPTH) {
     return `nests lists and objects more than ${JOB_JSON_MAX_DEPTH} levels deep`;
   }
+  let overflows = false;
   try {
-    JSON.parse(text);
+    // A number whose text overflows (1e309) parses as Infinity, which JSON does not have.
+    JSON.parse(text, (key, value) => {
+      if (typeof value === "number" && !Number.isFinite(value)) overflows = true;
+      return value;
+    });
   } catch {
     try {
       JSON.parse(constantsAsNull(text));
@@ -203,7 +264,8 @@ function jsonTextProblem(text) {
     }
     return "holds NaN, Infinity or -Infinity, which JSON does not have";
   }
-  return hasLongInt(text) ? `holds an int of more than ${JOB_JSON_MAX_INT_DIGITS} digits` : null;
+  if (hasLongInt(text)) return `holds an int of more than ${JOB_JSON_MAX_INT_DIGITS} digits`;
+  return overflows ? "holds a number that overflows to Infinity" : null;
 }
 
 function checkJson(value, path) {
@@ -212,11 +274,17 @@ function checkJson(value, path) {
   if (problem !== null) throw new Refusal(path, problem);
 }
 
-function checkPatch(patch) {
+function checkPatch(patch, nowMs) {
   checkStatus(patch.status, "patch.status");
   checkWhole(patch.attempts, "patch.attempts", 0);
   checkJson(patch.cursor, "patch.cursor");
   checkJson(patch.counters, "patch.counters");
+  checkSize(patch.cursor, JOB_CURSOR_MAX_BYTES, "patch.cursor");
+  checkSize(patch.counters, JOB_COUNTERS_MAX_BYTES, "patch.counters");
+  checkSize(patch.last_error, JOB_ERROR_MAX_BYTES, "patch.last_error");
+  checkWrittenTime(patch.updated_at, "patch.updated_at", nowMs, false);
+  checkWrittenTime(patch.next_attempt_at, "patch.next_attempt_at", nowMs, true);
+  checkWrittenTime(patch.ended_at, "patch.ended_at", nowMs, true);
 }
 
 function checkPatchOwner(owner) {
@@ -360,6 +428,8 @@ function runProblems(run) {
     ["admission_misses", countProblem(run.admission_misses, true)],
   ].filter(([, problem]) => problem !== null);
   if (checks.length > 0) return checks;
+  const tooBig = sizeProblems(run, RUN_CAPS);
+  if (tooBig.length > 0) return tooBig;
   const problems = [];
   if (run.status === "running") {
     if (run.ended_at !== null) problems.push(["ended_at", "is set on a running run"]);
@@ -377,7 +447,7 @@ function runProblems(run) {
 }
 
 function stepProblems(step) {
-  return [
+  const checks = [
     ["run_id", textProblem(step.run_id, false, false)],
     ["step", textProblem(step.step, false, false)],
     ["result", jsonProblem(step.result, true)],
@@ -385,13 +455,30 @@ function stepProblems(step) {
     ["last_error", textProblem(step.last_error, true, true)],
     ["recorded_at", timeProblem(step.recorded_at, false)],
   ].filter(([, problem]) => problem !== null);
+  return checks.length > 0 ? checks : sizeProblems(step, STEP_CAPS);
 }
 
-function validateDump(dump) {
+// A restored run must be runnable: no time far ahead of the import's now, and no lease ending
+// more than a year (the longest lease) past it.
+function timeBoundProblems(run, nowMs) {
+  for (const column of RUN_TIMES) {
+    if (run[column] !== null && aheadProblem(run[column], nowMs) !== null) {
+      return [[column, "is more than two years past the import's now"]];
+    }
+  }
+  if (run.status === "running" && run.lease_owner !== null &&
+      parseIso(run.next_attempt_at) - nowMs > JOB_LEASE_MAX_MS) {
+    return [["next_attempt_at", "is a lease ending more than a year past the import's now"]];
+  }
+  return [];
+}
+
+function validateDump(dump, nowMs) {
   const ids = new Set();
   const live = new Map();
   dump.runs.forEach((run, index) => {
     let problems = isObject(run) ? runProblems(run) : [["", "is not a run row"]];
+    if (problems.length === 0) problems = timeBoundProblems(run, nowMs);
     if (problems.length === 0 && ids.has(run.id)) problems = [["id", "appears twice"]];
     if (problems.length === 0 && run.status === "running") {
       const key = JSON.stringify([run.module_id, run.job, run.instance]);
@@ -407,6 +494,9 @@ function validateDump(dump) {
   const seen = new Set();
   dump.steps.forEach((step, index) => {
     let problems = isObject(step) ? stepProblems(step) : [["", "is not a step row"]];
+    if (problems.length === 0 && aheadProblem(step.recorded_at, nowMs) !== null) {
+      problems = [["recorded_at", "is more than two years past the import's now"]];
+    }
     const key = JSON.stringify([step?.run_id, step?.step]);
     if (problems.length === 0 && !ids.has(step.run_id)) problems = [["run_id", "names no run"]];
     if (problems.length === 0 && seen.has(key)) problems = [["step", "appears twice"]];
@@ -501,7 +591,7 @@ function badRequest(message) {
 
 const OPERATIONS = {
   start_or_join({ key, row }, now) {
-    timeMs(now, "now");
+    const nowMs = timeMs(now, "now");
     if (row.module_id !== key.module_id || row.job !== key.job || row.instance !== key.instance) {
       throw new Refusal("row", "has another key than the join asked for");
     }
@@ -509,6 +599,10 @@ const OPERATIONS = {
       throw new Refusal("row.status", "must be 'running': start_or_join inserts a live run");
     }
     for (const column of ["payload", "cursor", "counters"]) checkJson(row[column], `row.${column}`);
+    for (const [column, cap] of RUN_CAPS) checkSize(row[column], cap, `row.${column}`);
+    checkWrittenTime(row.started_at, "row.started_at", nowMs, false);
+    checkWrittenTime(row.updated_at, "row.updated_at", nowMs, false);
+    checkWrittenTime(row.next_attempt_at, "row.next_attempt_at", nowMs, true);
     return this.tx(() => {
       const live = this.sql.exec(JOB_RUN_LIVE_SQL, key.module_id, key.job, key.instance).toArray();
       if (live.length > 0) return rowOf(live[0]);
@@ -607,16 +701,16 @@ const OPERATIONS = {
   },
 
   patch({ id, patch, owner }, now) {
-    timeMs(now, "now");
+    const nowMs = timeMs(now, "now");
     checkPatchOwner(owner);
-    checkPatch(patch);
+    checkPatch(patch, nowMs);
     return this.tx(() => this.applyPatch(id, patch, owner));
   },
 
   commit_pass({ id, patch, owner }, now) {
-    timeMs(now, "now");
+    const nowMs = timeMs(now, "now");
     checkPatchOwner(owner);
-    checkPatch(patch);
+    checkPatch(patch, nowMs);
     return this.tx(() => {
       const applied = this.applyPatch(id, patch, owner);
       // Only when the patch applied: a stale holder's commit must not empty the new holder's ledger.
@@ -651,6 +745,9 @@ const OPERATIONS = {
     checkText(last_error, "last_error", true);
     checkWhole(attempts, "attempts", 0);
     checkJson(result, "result");
+    checkSize(name, JOB_ID_MAX_BYTES, "name");
+    checkSize(result, JOB_STEP_RESULT_MAX_BYTES, "result");
+    checkSize(last_error, JOB_ERROR_MAX_BYTES, "last_error");
     const expiry = isoFromMs(nowMs + lease_ms);
     return this.tx(() => {
       if (!this.renew(run_id, owner, expiry)) return false;
@@ -759,7 +856,7 @@ const OPERATIONS = {
     if (source_scope_id !== dump.scope_id) {
       throw new Refusal("source_scope_id", "must be the scope the dump was exported from");
     }
-    validateDump(dump);
+    validateDump(dump, parseIso(now));
     const insertRun =
       `INSERT INTO _substrat_job_runs (${RUN_COLUMNS.join(", ")}) ` +
       `VALUES (${RUN_COLUMNS.map(() => "?").join(", ")})`;

@@ -169,6 +169,14 @@ def _add_replay(commands: Any) -> None:
         commands, "replay", "re-run the world a trace file records, and check it is the same"
     )
     replay.add_argument("file", type=Path, help="a trace written by run --trace")
+    replay.add_argument(
+        "--world",
+        type=Path,
+        metavar="FILE.py",
+        help="the world file a trace of your own world was written from: replay runs no Python a "
+        "trace names unless you name it here (the file the trace names, or one with the content "
+        "hash it records)",
+    )
 
 
 def _add_explore(commands: Any) -> None:

@@ -31,7 +31,15 @@ from ..oracle._checks import check_trace
 from ..runners._outcome import Simulation, python_replay_call
 from ..runners._simulate import simulate, with_user_checks
 from ..runners._sweep import progress_bar, sweep
-from ..scenarios._registry import SCENARIOS, Scenario, display_path, find_scenario, load_file
+from ..scenarios._registry import (
+    SCENARIOS,
+    Scenario,
+    ScenarioRef,
+    display_path,
+    file_sha256,
+    find_scenario,
+    load_file,
+)
 from ..search._explore import search
 from ..timeline._render import render_terminal, write_timeline
 from ..timeline._story import story_lines
@@ -334,23 +342,7 @@ def _replay(arguments: argparse.Namespace) -> int:
     begin = recorded.events[0]
     overridden = bool(begin.get("plan_overridden"))
     plan = plan_from_text(begin["plan"]) if overridden else None
-    try:
-        scenario = find_scenario(str(begin["scenario"]))
-    except ValueError as error:
-        if ":" not in str(begin["scenario"]) or not str(error).startswith("no file "):
-            raise
-        # A user's world file is recorded as it was named on the command line: a relative path
-        # is relative to the folder the trace was written from.
-        file = str(begin["scenario"]).rpartition(":")[0]
-        if os.path.isabs(file):
-            raise UsageError(
-                f"{error}; {path} names its world file by the absolute path it was given when the "
-                "trace was written: replay where that file is"
-            ) from None
-        raise UsageError(
-            f"{error}; {path} names its world file as it was given when the trace was written "
-            "(relative to that folder): replay from there"
-        ) from None
+    ref = _trusted_world(path, begin, arguments.world)
     mutant = begin.get("mutant")
     if mutant is not None and mutant not in MUTANTS:
         call = python_replay_call(
@@ -364,8 +356,9 @@ def _replay(arguments: argparse.Namespace) -> int:
             f"command line can name; replay it in Python, {call}, and compare its trace's bytes "
             "with the file's"
         )
+    scenario = find_scenario(ref)
     # Named as the trace names it, so that the new trace's world.begin spells it the same.
-    simulation = simulate(str(begin["scenario"]), int(begin["seed"]), plan=plan, mutant=mutant)
+    simulation = simulate(ref, int(begin["seed"]), plan=plan, mutant=mutant)
     _tell(simulation, scenario, story_limit=200)
     # The file's own bytes, not its events written out again: a trace whose line ends, spacing
     # or last newline were changed holds the same events in different bytes.
@@ -383,6 +376,60 @@ def _replay(arguments: argparse.Namespace) -> int:
         f"{plural(rechecked.violation_count, 'violation')}"
     )
     return 0 if same and simulation.ok else 1
+
+
+def _trusted_world(path: Path, begin: dict[str, Any], world: Path | None) -> ScenarioRef:
+    """The scenario to re-run for the trace at ``path``, refusing to run a file of Python the
+    user did not name. A trace is data (attached to bug reports, kept by CI): the world file it
+    names runs only when ``--world`` names that very file, or a file with the content hash the
+    trace recorded. A built-in scenario is the simulator's own code and needs no ``--world``."""
+    try:
+        named = ScenarioRef.parse(str(begin["scenario"]))
+    except ValueError as error:
+        raise UsageError(f"{path}: {error}; write traces with run --trace") from None
+    if named.path is None:
+        if world is not None:
+            raise UsageError(
+                f"{path} is a world of the built-in scenario {named.name}, which runs no file of "
+                "yours; drop --world (it names the world file of a trace of your own world)"
+            )
+        return named
+    # As the trace spelled it: relative to the folder the trace was written from, or absolute.
+    file = str(begin["scenario"]).rpartition(":")[0]
+    recorded_hash = begin.get("world_sha256")
+    if world is None:
+        raise UsageError(
+            f"{path} names a world file of its own, {file}, and replay runs no Python a trace "
+            f"names unless you name it: read that file, then replay {path} --world {file}"
+        )
+    if world.is_dir():
+        raise UsageError(f"--world {world} is a folder; name the world file, a .py file")
+    if not world.is_file():
+        raise UsageError(
+            f"no file {world} (--world); name the world file the trace was written from"
+        )
+    given_hash = file_sha256(world)
+    same_file = Path(file).resolve() == world.resolve()
+    if recorded_hash is not None and given_hash != recorded_hash and not same_file:
+        raise UsageError(
+            f"--world {world} is not the world file {path} was written from: its content's "
+            f"sha256 is {given_hash}, the trace records {recorded_hash}; name the file the trace "
+            f"names, {file}, or a copy of it as it was"
+        )
+    if recorded_hash is None and not same_file:
+        raise UsageError(
+            f"{path} records no hash of its world file (a trace of format "
+            f"{begin.get('format', 1)}), so only the file it names can be replayed: "
+            f"--world {file}"
+        )
+    if recorded_hash is not None and given_hash != recorded_hash:
+        print(
+            f"replay: warning: {world} has changed since the trace was written (its sha256 is "
+            f"{given_hash}, the trace records {recorded_hash}); replaying it as it is now",
+            file=sys.stderr,
+        )
+    # The file the user named, recorded as the trace spelled it so that the bytes can match.
+    return ScenarioRef(name=named.name, path=str(world.resolve()), spelled=str(begin["scenario"]))
 
 
 def _first_difference(recorded: bytes, replayed: bytes) -> list[str]:

@@ -29,7 +29,7 @@ from scopehost import (
 )
 
 from .._seeds import require_seed
-from .._trace import TRACE_FORMAT, Trace
+from .._trace import Trace, trace_format
 from ..faults._check import check_plan
 from ..faults._plan import (
     NO_FAULTS,
@@ -134,7 +134,7 @@ async def _main(
     )
     trace.record(
         "world.begin",
-        {"format": TRACE_FORMAT, "seed": seed, "plan": repr(setup.plan), **meta},
+        {"format": trace_format(meta), "seed": seed, "plan": repr(setup.plan), **meta},
     )
     upstream = Upstream(setup.objects, _failing_calls(setup.plan))
 

@@ -24,6 +24,7 @@ from ..scenarios._registry import (
     ScenarioRef,
     display_path,
     find_scenario,
+    loaded_world_sha256,
     returned_lines,
 )
 from ._outcome import Simulation
@@ -98,6 +99,9 @@ def simulate(
         # run on another store and reported as a world that came out differently.
         "mutant": mutant_name if custom_store is None else custom_store,
     }
+    if ref.path is not None:
+        # What replay holds a file to before it runs it: a trace is data, and names a file.
+        meta["world_sha256"] = loaded_world_sha256(ref.path)
     with _users_code(found, seed):
         outcome = run_world(seed, setup, found.drive, settles=found.settles, meta=meta)
         report = with_user_checks(outcome.report, found, outcome.trace)

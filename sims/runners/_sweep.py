@@ -90,28 +90,28 @@ class SweepReport:
         for check, count in sorted(explained.items()):
             yield f"  explained by the spec: {count} × {check}"
         yield from probe_lines(self.seeds)
-        yield from self._unfired_lines()
         rerun = sum(1 for s in self.seeds if s.rerun)
         yield (
             f"  determinism: {plural(rerun, 'world')} run twice (every failing seed and one in "
             f"{RERUN_EVERY} others), {sum(1 for s in self.seeds if s.nondeterministic)} differed"
         )
+        yield from self._unfired_lines()
         for summary in self.failing:
             yield f"  seed {summary.seed}: {self.replay_command(summary.seed)}"
-            if summary.nondeterministic:
-                yield f"      not a function of its seed: {summary.nondeterministic}"
-                yield f"      {NONDETERMINISM_HELP}"
-            if summary.plan and summary.plan != repr(NO_FAULTS) and summary.violations:
-                yield (
-                    "      shrink its plan: "
-                    + explore_command(self.scenario, summary.seed, summary.plan, self.mutant)
-                )
             found = (*summary.violations, *summary.mismatches)
             for text in found[:_SHOWN_PER_SEED]:
                 yield f"      {text}"
             if len(found) > _SHOWN_PER_SEED:
                 more = len(found) - _SHOWN_PER_SEED
                 yield f"      … and {more} more, not listed here: the command above shows them all"
+            if summary.nondeterministic:
+                yield f"      not a function of its seed: {summary.nondeterministic}"
+                yield f"      {NONDETERMINISM_HELP}"
+            if summary.plan and summary.plan != repr(NO_FAULTS) and summary.violations:
+                yield (
+                    "      to shrink its plan: "
+                    + explore_command(self.scenario, summary.seed, summary.plan, self.mutant)
+                )
 
     def _unfired_lines(self) -> Iterator[str]:
         """How many faults never fired, in how many seeds, by kind: a fault that never fires

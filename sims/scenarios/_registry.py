@@ -358,13 +358,36 @@ def load_file(path: str | Path) -> dict[str, Scenario]:
     sys.modules[module_name] = module
     if str(resolved.parent) not in sys.path:
         sys.path.insert(0, str(resolved.parent))
+    # The content hash is taken as the file is loaded, so a trace records the code that ran even
+    # if the file changes later in the process; replay runs a file only when this hash matches.
+    _SHA256[key] = file_sha256(resolved)
     try:
         spec.loader.exec_module(module)
     except Exception as error:
         sys.modules.pop(module_name, None)
         _FILES.pop(key, None)
+        _SHA256.pop(key, None)
         raise WorldFileError(shown, error) from error
     return _FILES.setdefault(key, {})
+
+
+#: The sha256 of each world file's content as it was loaded, by resolved path.
+_SHA256: dict[str, str] = {}
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes, in hex."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def loaded_world_sha256(path: str) -> str:
+    """The sha256 of the world file at ``path`` as this process loaded it (loading it if not yet:
+    the hash is of the code that runs)."""
+    load_file(path)
+    key = str(Path(path).resolve())
+    # A file imported by other means (a test importing it as a module) registered its scenarios
+    # without passing here: its bytes now are the best record there is.
+    return _SHA256.setdefault(key, file_sha256(key))
 
 
 class WorldFileError(ValueError):

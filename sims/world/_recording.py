@@ -164,7 +164,15 @@ class RecordingJobDriver(JobDriver):
         *,
         retry: RetryPolicy | None = None,
         lease_ms: int | None = None,
+        deadline_ms: int | None = None,
     ) -> JobRegistration:
+        if deadline_ms is not None:
+            # The oracle has no model of a cancelled handler: it would call the deadline's failed
+            # pass a violation. Said plainly rather than checked wrongly.
+            raise ValueError(
+                f"deadline_ms={deadline_ms!r}: a simulated world does not model pass deadlines; "
+                "register the job without one (test deadlines against a scope host directly)"
+            )
         registration = super().register_job(
             module_id,
             name,

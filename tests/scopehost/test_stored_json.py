@@ -73,7 +73,7 @@ _LONG_INT = "9" * (JOB_JSON_MAX_INT_DIGITS + 1)
 _PIECES = st.sampled_from(
     [
         *("[", "]", "{", "}", ",", ":", '"a"', "1", "-2", "1.5", "null", "NaN", "-Infinity"),
-        *(_LONG_INT, f"-{_LONG_INT}", f'"{_LONG_INT}"', "x", '"\\"'),
+        *(_LONG_INT, f"-{_LONG_INT}", f'"{_LONG_INT}"', "x", '"\\"', "1e309", "-1E400"),
     ]
 )
 
