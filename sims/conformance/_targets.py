@@ -272,9 +272,11 @@ class UrlTarget:
             if sock is not None:
                 sock.settimeout(left)
             chunk = response.read1(1 << 16)
-            if not chunk:
-                return body
             body += chunk
+            if not chunk or response.length == 0:
+                # read() at the end marks the response finished, so the keep-alive connection
+                # takes the next request.
+                return body + response.read()
             if len(body) > self._max_bytes:
                 self._connection.close()
                 raise TargetFailed(
