@@ -163,6 +163,31 @@ def _lone_surrogate(value: Any) -> bool:
     return False
 
 
+def _at(value: Any, path: str) -> Any:
+    for name in path.split("."):
+        if isinstance(value, dict):
+            value = value.get(name)
+        elif isinstance(value, list) and name.isdigit() and int(name) < len(value):
+            value = value[int(name)]
+        else:
+            return None
+    return value
+
+
+def _refused_for_surrogate(reference: Any, request: Any) -> bool:
+    """Whether the reference refused ``request`` BECAUSE of a lone surrogate: a validation
+    refusal whose every path names a value of the request's arguments that holds one. A refusal
+    for anything else (a bad time, a bad lease) is a refusal the target must share."""
+    error = reference.get("error") if isinstance(reference, dict) else None
+    if not isinstance(error, dict) or error.get("code") != "validation_failed":
+        return False
+    paths = error.get("paths")
+    args = request.get("args") if isinstance(request, dict) else None
+    if not isinstance(paths, list) or not paths or args is None:
+        return False
+    return all(isinstance(path, str) and _lone_surrogate(_at(args, path)) for path in paths)
+
+
 def _outcome(reply: Any) -> str:
     if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
         return f"answered {_show(reply)}"
@@ -180,7 +205,7 @@ def compare_replies(
     ours_ok = isinstance(reference, dict) and reference.get("ok") is True
     theirs_ok = isinstance(target, dict) and target.get("ok") is True
     if ours_ok != theirs_ok:
-        if not strict and not ours_ok and theirs_ok and _lone_surrogate(request):
+        if not strict and not ours_ok and theirs_ok and _refused_for_surrogate(reference, request):
             return Comparison(allowed=Counter({"lone-surrogate": 1}), stop=True)
         return Comparison(
             difference=f"the reference {_outcome(reference)} and the target {_outcome(target)}"

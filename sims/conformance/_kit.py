@@ -26,6 +26,7 @@ from typing import Any, Final
 import attrs
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
+from hypothesis.errors import Flaky
 
 from scopehost import ScopeDatabase
 
@@ -97,6 +98,9 @@ class ConformanceReport:
     difference: Difference | None = None
     history: list[Step] | None = None
     failure: str | None = None
+    #: The difference did not come back when the same history ran again: the target answers
+    #: the same requests in different ways (a store must not).
+    flaky: bool = False
 
     @property
     def ok(self) -> bool:
@@ -137,6 +141,11 @@ class ConformanceReport:
         elif self.difference is not None:
             out.append(f"conformance: DIFFERENCE between the reference and {self.target}")
             out.append(f"  {self.difference.line()}")
+            if self.flaky:
+                out.append(
+                    "  it did not reproduce: the same history, run again, did not differ there "
+                    "(the target answers the same requests differently from one run to the next)"
+                )
             out.extend(self.difference.explanation())
             out.append(f"conformance: compared {compared}{seed}")
             assert self.history is not None
@@ -403,6 +412,13 @@ def run_conformance(
                 report.difference, report.history = _quiet(lockstep, *_trim(lockstep, *smallest))
         except TargetFailed as error:
             report.failure = str(error)
+    except Flaky:
+        # The target answered a history differently when it ran again: still a difference
+        # (a store must answer the same requests the same way), reported as first seen.
+        if not found:
+            raise
+        report.difference, report.history = found[0]
+        report.flaky = True
     except _Abort:
         pass
     finally:

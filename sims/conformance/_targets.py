@@ -37,6 +37,29 @@ class TargetFailed(Exception):
     """The target stopped answering on the wire (it crashed, hung up, or replied with non-JSON)."""
 
 
+#: The most a target may take to send one whole reply, in seconds (not per read: a target that
+#: trickles a byte at a time must not hold the kit for ever).
+REPLY_DEADLINE: Final = 30.0
+#: The longest reply the kit reads. The reference's replies are kilobytes; this is far past any.
+REPLY_MAX_BYTES: Final = 64 * 1024 * 1024
+#: The deepest nesting a reply may have. The reference's replies nest five levels (reply, tables,
+#: runs, row); the comparison walks replies recursively and must not run out of stack.
+REPLY_MAX_DEPTH: Final = 64
+
+
+def _depth_past(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests deeper than ``limit`` levels (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 class Target(Protocol):
     """A store the kit can send wire requests to."""
 
@@ -72,6 +95,16 @@ def _reply_of(text: str, source: str) -> Reply:
         raise TargetFailed(
             f"{source} replied with something that is not JSON: {text[:200]!r}"
         ) from (error)
+    except RecursionError:
+        raise TargetFailed(
+            f"{source} replied with JSON nested too deep to read (a wire reply nests at most "
+            f"{REPLY_MAX_DEPTH} levels): {text[:200]!r}"
+        ) from None
+    if _depth_past(reply, REPLY_MAX_DEPTH):
+        raise TargetFailed(
+            f"{source} replied with JSON nested deeper than {REPLY_MAX_DEPTH} levels, which no "
+            f"wire reply does: {text[:200]!r}"
+        )
     if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
         raise TargetFailed(f"{source} replied {text[:200]!r}, which is not a wire reply")
     return reply
@@ -80,15 +113,23 @@ def _reply_of(text: str, source: str) -> Reply:
 class CommandTarget:
     """A process speaking the wire on stdin and stdout, one JSON line each way.
 
-    Replies are read from the raw pipe with a deadline (``timeout`` seconds per reply), so an
-    adapter that hangs fails the run with a message instead of hanging the kit."""
+    Replies are read from the raw pipe with a deadline for the whole reply (``timeout`` seconds)
+    and a size cap (``max_bytes``), so an adapter that hangs, trickles or floods fails the run
+    with a message instead of hanging the kit."""
 
-    def __init__(self, command: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        command: str,
+        *,
+        timeout: float = REPLY_DEADLINE,
+        max_bytes: int = REPLY_MAX_BYTES,
+    ) -> None:
         argv = shlex.split(command)
         if not argv:
             raise ValueError("the target command is empty; pass the command that serves the wire")
         self.name = command
         self._timeout = timeout
+        self._max_bytes = max_bytes
         self._pending = b""
         # Held open for the process's life, closed in close(): not a with-block's lifetime.
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
@@ -129,6 +170,10 @@ class CommandTarget:
             if not chunk:
                 raise self._died("closed its output before replying")
             self._pending += chunk
+            if len(self._pending) > self._max_bytes and b"\n" not in self._pending:
+                raise self._died(
+                    f"replied more than {self._max_bytes} bytes without ending the line"
+                )
         line, _, self._pending = self._pending.partition(b"\n")
         return line
 
@@ -177,11 +222,15 @@ class _NoDelayTls(http.client.HTTPSConnection):
 class UrlTarget:
     """An HTTP server speaking the wire: each request POSTed as JSON, the reply read back."""
 
-    def __init__(self, url: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, url: str, *, timeout: float = REPLY_DEADLINE, max_bytes: int = REPLY_MAX_BYTES
+    ) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"the target URL {url!r} is not http://HOST[:PORT][/PATH]")
         self.name = url
+        self._timeout = timeout
+        self._max_bytes = max_bytes
         connection = _NoDelayTls if parts.scheme == "https" else _NoDelay
         self._connection = connection(parts.hostname, parts.port, timeout=timeout)
         self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -191,9 +240,10 @@ class UrlTarget:
         headers = {"content-type": "application/json"}
         for attempt in (1, 2):
             try:
+                deadline = time.monotonic() + self._timeout
                 self._connection.request("POST", self._path, body=body, headers=headers)
                 response = self._connection.getresponse()
-                text = response.read().decode("utf-8")
+                text = self._read(response, deadline).decode("utf-8", errors="replace")
                 break
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
                 # A keep-alive connection the server closed between requests: reconnect once.
@@ -202,9 +252,36 @@ class UrlTarget:
                 self._connection.close()
                 if attempt == 2:
                     raise
+            except TimeoutError:
+                self._connection.close()
+                raise TargetFailed(
+                    f"the target {self.name} did not reply within {self._timeout:g} s"
+                ) from None
             except OSError as error:
                 raise TargetFailed(f"the target {self.name} cannot be reached: {error}") from error
         return _reply_of(text, f"the target {self.name}")
+
+    def _read(self, response: http.client.HTTPResponse, deadline: float) -> bytes:
+        """The response's body, read whole by ``deadline`` and no longer than the cap."""
+        body = b""
+        while True:
+            left = deadline - time.monotonic()
+            sock = self._connection.sock
+            if left <= 0:
+                raise TimeoutError
+            if sock is not None:
+                sock.settimeout(left)
+            chunk = response.read1(1 << 16)
+            body += chunk
+            if not chunk or response.length == 0:
+                # read() at the end marks the response finished, so the keep-alive connection
+                # takes the next request.
+                return body + response.read()
+            if len(body) > self._max_bytes:
+                self._connection.close()
+                raise TargetFailed(
+                    f"the target {self.name} replied more than {self._max_bytes} bytes"
+                )
 
     def close(self) -> None:
         self._connection.close()

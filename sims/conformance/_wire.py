@@ -317,14 +317,44 @@ def serve_lines(store: ReferenceStore, lines: IO[str], out: IO[str]) -> None:
     for line in lines:
         if not line.strip():
             continue
-        try:
-            request = json.loads(line)
-        except ValueError as error:
-            reply = refused("bad_request", f"the line is not JSON: {error}")
-        else:
-            reply = store.call(request)
-        out.write(encode(reply) + "\n")
+        out.write(encode(_answer(store, line)) + "\n")
         out.flush()
+
+
+#: The deepest nesting a request may have: the deepest request (an import's dump: request,
+#: args, dump, runs, row) nests five levels, and JSON TEXT inside a row is a string, not nesting.
+REQUEST_MAX_DEPTH: Final = 32
+
+
+def _too_deep(value: Any) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > REQUEST_MAX_DEPTH:
+                return True
+            stack.extend(
+                (child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)
+            )
+    return False
+
+
+def _answer(store: ReferenceStore, line: str) -> Reply:
+    """The reply to one line, whatever the line holds: the server never dies on input."""
+    try:
+        request = json.loads(line)
+    except ValueError as error:
+        return refused("bad_request", f"the line is not JSON: {error}")
+    except RecursionError:
+        return refused("bad_request", f"the line nests deeper than {REQUEST_MAX_DEPTH} levels")
+    if _too_deep(request):
+        return refused("bad_request", f"the request nests deeper than {REQUEST_MAX_DEPTH} levels")
+    try:
+        reply = store.call(request)
+        encode(reply)
+    except Exception as error:  # the last guard: a reply that says so, never a dead server
+        return refused("store_error", f"the store failed on this request ({type(error).__name__})")
+    return reply
 
 
 def serve_stdio(store: ReferenceStore | None = None) -> None:
