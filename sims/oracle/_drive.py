@@ -5,10 +5,9 @@ BEGIN-or-miss decision on the drive's own measured wait, and the drive's report.
 
 from __future__ import annotations
 
-from driver import JOB_DRIVE_LIMIT, JOB_LEASE_ENTRY_MARGIN, JOB_LEASE_MS
-
 from .._numbers import ms
 from ._records import KernelRecords, PassModel, Policy, Row, TickModel
+from ._spec import DRIVE_LIMIT, LEASE_ENTRY_MARGIN, LEASE_MS
 
 #: The measured wait and the BEGIN threshold are compared on trace times rounded to the
 #: microsecond; within this much of the boundary either decision is the spec's.
@@ -19,11 +18,11 @@ class DriveRules(KernelRecords):
     """Follows drive calls and the claim, BEGIN and miss of each pass."""
 
     def on_register(self, e: Row) -> None:
-        lease = e["lease_ms"] if e["lease_ms"] is not None else JOB_LEASE_MS
+        lease = e["lease_ms"] if e["lease_ms"] is not None else LEASE_MS
         self.jobs[(e["drive"], e["module_id"], e["job"])] = (Policy.of(e["retry"]), lease)
 
     def on_drive_call(self, e: Row) -> None:
-        limit = e["limit"] if e["limit"] is not None else JOB_DRIVE_LIMIT
+        limit = e["limit"] if e["limit"] is not None else DRIVE_LIMIT
         self.ticks[(e["drive"], e["scope"])] = TickModel(
             e["drive"], e["scope"], e["max_passes"], limit
         )
@@ -186,7 +185,7 @@ class DriveRules(KernelRecords):
             return
         waited = p.claim_delivered_t - p.claim_sent_t
         left = p.lease_ms - waited
-        margin = p.lease_ms * JOB_LEASE_ENTRY_MARGIN
+        margin = p.lease_ms * LEASE_ENTRY_MARGIN
         if op == "begin" and left <= margin - _EPSILON_MS:
             self.report(
                 "begin-admission",
@@ -215,7 +214,7 @@ class DriveRules(KernelRecords):
     def on_begin_send(self, e: Row, p: PassModel) -> None:
         self._admission(p, "begin", e["t"])
         margin = e["args"][2]
-        if margin != p.lease_ms * JOB_LEASE_ENTRY_MARGIN:
+        if margin != p.lease_ms * LEASE_ENTRY_MARGIN:
             self.report(
                 "begin-margin",
                 p.run,
