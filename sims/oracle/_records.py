@@ -115,7 +115,7 @@ class TickModel:
     picked: list[str] | None = None
     claimed: list[str] = attrs.field(factory=list)
     outcomes: dict[str, int] = attrs.field(factory=dict)
-    runs_begun: set[str] = attrs.field(factory=set)
+    runs_attempted: set[str] = attrs.field(factory=set)
     runs_won: set[str] = attrs.field(factory=set)
     passes: dict[str, int] = attrs.field(factory=dict)
     last_status: dict[str, str] = attrs.field(factory=dict)
