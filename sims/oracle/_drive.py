@@ -9,9 +9,15 @@ from .._numbers import ms
 from ._records import KernelRecords, PassModel, Policy, Row, TickModel
 from ._spec import DRIVE_LIMIT, LEASE_ENTRY_MARGIN, LEASE_MS
 
-#: The measured wait and the BEGIN threshold are compared on trace times rounded to the
-#: microsecond; within this much of the boundary either decision is the spec's.
-_EPSILON_MS = 0.01
+#: A world's drives read their monotonic clock to the microsecond, as the trace spells its times,
+#: from an origin of whole milliseconds: a wait between two trace times of whole milliseconds is
+#: exactly the drive's, and is decided exactly. Between other times the drive's subtraction (of
+#: two readings near its origin) may differ from the trace's by float rounding, far below this.
+_ROUNDING_MS = 1e-6
+
+
+def _tolerance(sent_t: float, delivered_t: float) -> float:
+    return 0.0 if sent_t.is_integer() and delivered_t.is_integer() else _ROUNDING_MS
 
 
 class DriveRules(KernelRecords):
@@ -189,7 +195,10 @@ class DriveRules(KernelRecords):
         waited = p.claim_delivered_t - p.claim_sent_t
         left = p.lease_ms - waited
         margin = p.lease_ms * LEASE_ENTRY_MARGIN
-        if op == "begin" and left <= margin - _EPSILON_MS:
+        tolerance = _tolerance(p.claim_sent_t, p.claim_delivered_t)
+        if left == margin and tolerance == 0.0:
+            self.probe("begin.exact-margin")
+        if op == "begin" and left <= margin - tolerance:
             self.report(
                 "begin-admission",
                 p.run,
@@ -197,7 +206,7 @@ class DriveRules(KernelRecords):
                 f"drive {p.drive} sent BEGIN with {ms(left)} ms of its lease left by its own "
                 f"count, not more than the margin of {ms(margin)} ms: it must miss instead",
             )
-        if op == "miss" and not p.begun and left > margin + _EPSILON_MS and not p.begin_refused:
+        if op == "miss" and not p.begun and left > margin + tolerance and not p.begin_refused:
             self.report(
                 "begin-admission",
                 p.run,
