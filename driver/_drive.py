@@ -25,9 +25,10 @@ Theory of operation
    that run's entry in ``errors``; the drive goes on with the next run.
 
 Counting (``JobDriveReport``, tabled in docs/protocol.md, "Reading runs"): ``attempted`` counts
-each run whose first pass this call BEGAN, so its handler ran (a lost claim, an admission miss and
-a takeover that found the run's attempts spent ran no handler, so none is attempted); ``advanced``
-counts committed passes;
+each run this call picked up, due and running: each run whose first pass this call BEGAN, and
+each whose first claim was a takeover that found its attempts spent (the spec's "picked up — due,
+and `running`"; the original counts it, and fails the run). A lost claim and an admission miss
+are not attempted. ``advanced`` counts committed passes;
 ``completed``, ``retrying``, ``failed``, ``deferred`` and ``superseded`` count pass outcomes. An
 admission miss is ``superseded`` — except the one that fails the run (the tenth), which is
 ``failed``. Every run this call left ``retrying`` or ``failed`` (a pass's outcome, the tenth miss,
@@ -193,6 +194,10 @@ class _Drive:
         run = claim.run
         policy = resolve_retry_policy(registration.retry)
         if claim.takeover and run.attempts >= policy.max_attempts:
+            # Picked up, due and running, as the spec's `attempted` reads: counted, as the
+            # original counts it, though no handler runs.
+            if first:
+                self.tally.attempted += 1
             await self.exhausted(run, owner)
             return False
         margin_ms = lease_ms * JOB_LEASE_ENTRY_MARGIN

@@ -230,16 +230,15 @@ def text_errors(value: str, path: str) -> list[FieldError]:
     return [] if message is None else [FieldError(path, message)]
 
 
-def queue_safety_errors(
-    value: object, path: str, *, allow_datetime: bool = False
-) -> list[FieldError]:
+def queue_safety_errors(value: object, path: str, *, step_result: bool = False) -> list[FieldError]:
     """Every part of ``value`` that is not queue-safe, by dotted path (list items by index:
     ``payload.steps.0``), empty when all is well. Beyond JSON's own shapes: no int longer than
     ``JOB_JSON_MAX_INT_DIGITS`` digits, no nesting deeper than ``JOB_JSON_MAX_DEPTH``, no str
-    (value or key) holding a lone surrogate. ``allow_datetime`` admits the datetime values a step
-    result may hold (stored as ISO text)."""
+    (value or key) holding a lone surrogate. ``step_result`` admits what a step's value may hold
+    beyond that: datetimes (stored as ISO text) and tuples (stored as JSON arrays, so they come
+    back as lists, on the first run as on replay)."""
     errors: list[FieldError] = []
-    _check(value, path, errors, set(), 0, allow_datetime)
+    _check(value, path, errors, set(), 0, step_result)
     return errors
 
 
@@ -249,7 +248,7 @@ def _check(
     errors: list[FieldError],
     seen: set[int],
     depth: int,
-    allow_datetime: bool,
+    step_result: bool,
 ) -> None:
     if value is None or type(value) is bool:
         return
@@ -271,7 +270,7 @@ def _check(
         if not math.isfinite(value):
             errors.append(FieldError(path, f"is {value!r}, which JSON cannot carry — {_REMEDY}"))
         return
-    if type(value) is list or type(value) is dict:
+    if type(value) is list or type(value) is dict or (step_result and type(value) is tuple):
         if depth >= JOB_JSON_MAX_DEPTH:
             errors.append(
                 FieldError(
@@ -285,9 +284,9 @@ def _check(
             errors.append(FieldError(path, f"refers back to itself (a cycle) — {_REMEDY}"))
             return
         seen.add(id(value))
-        if type(value) is list:
+        if type(value) is list or type(value) is tuple:
             for index, item in enumerate(value):
-                _check(item, f"{path}.{index}", errors, seen, depth + 1, allow_datetime)
+                _check(item, f"{path}.{index}", errors, seen, depth + 1, step_result)
         else:
             assert isinstance(value, dict)
             for key, item in value.items():
@@ -300,10 +299,10 @@ def _check(
                 if key_problem is not None:
                     errors.append(FieldError(path, f"has the key {key!r}, which {key_problem}"))
                     continue
-                _check(item, f"{path}.{key}", errors, seen, depth + 1, allow_datetime)
+                _check(item, f"{path}.{key}", errors, seen, depth + 1, step_result)
         seen.discard(id(value))
         return
-    if allow_datetime and type(value).__module__ == "datetime" and hasattr(value, "isoformat"):
+    if step_result and type(value).__module__ == "datetime" and hasattr(value, "isoformat"):
         return
     errors.append(FieldError(path, f"{_describe(value)} — {_REMEDY}"))
 

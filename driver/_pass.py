@@ -97,7 +97,7 @@ _STEP_ENCODER = json.JSONEncoder(
 def step_result_json(value: object) -> str:
     """A step's value as the ledger stores it (compact, no NaN, datetimes as ISO text); raises
     ``ValueError`` naming the part the store could not hold (see ``queue_safety_errors``)."""
-    errors = queue_safety_errors(value, "result", allow_datetime=True)
+    errors = queue_safety_errors(value, "result", step_result=True)
     if errors:
         raise ValueError(str(ValidationFailed(errors)))
     return _STEP_ENCODER.encode(value)

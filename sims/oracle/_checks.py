@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from driver import JOB_ERASED_FINISHED_NOTE, JOB_ERASED_RUNNING_NOTE, iso_from_ms, parse_iso_ms
+from driver import iso_from_ms, parse_iso_ms
 
 from .._numbers import ms
 from .._trace import Trace
@@ -25,6 +25,7 @@ from ._model import admission_backoff
 from ._oracle import Oracle
 from ._passes import Pass, Run
 from ._report import CheckReport, Finding, short
+from ._spec import ERASED_FINISHED_NOTE, ERASED_RUNNING_NOTE
 
 #: At most this many violations of one check on one run are listed as findings; the rest are
 #: counted, in one more finding (a broken rule can repeat on every pass of a run that never ends).
@@ -415,7 +416,7 @@ class TraceChecker(Conclusions):
             run = self.model(event["scope"], row["id"], row)
             self.sync_row(run, row)
             last_error = row.get("last_error") or ""
-            if last_error in (JOB_ERASED_RUNNING_NOTE, JOB_ERASED_FINISHED_NOTE):
+            if last_error in (ERASED_RUNNING_NOTE, ERASED_FINISHED_NOTE):
                 run.failed_by = "erasure"
             elif last_error.startswith(NOT_CARRIED_PREFIX) and row["status"] == "failed":
                 run.failed_by = "an import into another scope"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from driver import JOB_ERASED_FINISHED_NOTE, JOB_ERASED_RUNNING_NOTE
+from ._spec import ERASED_FINISHED_NOTE, ERASED_RUNNING_NOTE
 
 Row = dict[str, Any]
 Steps = dict[tuple[str, str], Row]
@@ -75,7 +75,7 @@ def carries(text: str | None, subject: str) -> bool:
 
 
 def _note(row: Row) -> str:
-    return JOB_ERASED_RUNNING_NOTE if row["status"] == "running" else JOB_ERASED_FINISHED_NOTE
+    return ERASED_RUNNING_NOTE if row["status"] == "running" else ERASED_FINISHED_NOTE
 
 
 def _settle(row: Row, now: str) -> None:
@@ -145,7 +145,7 @@ def _still_held(row: Row, own: list[Row], subject: str) -> bool:
 
 _STATUSES = ("running", "done", "failed")
 #: Either redaction note: an error text erasure already wrote holds nothing more.
-_NOTES = (JOB_ERASED_RUNNING_NOTE, JOB_ERASED_FINISHED_NOTE)
+_NOTES = (ERASED_RUNNING_NOTE, ERASED_FINISHED_NOTE)
 
 
 def not_carried(source: str) -> str:

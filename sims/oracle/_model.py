@@ -9,9 +9,10 @@ operation's arguments, that time and its own rows what the spec says the reply i
 change, applies the change, and hands back the prediction; the oracle compares it with the reply the
 store gave. A reply that differs is a violation named after the rule the operation states.
 
-It imports no decision code from ``driver`` or ``scopehost``: only constants and the ISO time
-spelling (a formatting helper, not a rule). Every rule below is written again from the spec's doc
-comments, so that a bug in the store cannot hide behind the same bug in its checker.
+It imports no decision code and no constant from ``driver`` or ``scopehost``: only the ISO time
+spelling (a formatting helper, not a rule); its numbers are the oracle's own (``_spec``). Every
+rule below is written again from the spec's doc comments, so that a bug in the store cannot hide
+behind the same bug in its checker.
 
 Where the model's rows may have drifted (after a violation, the store really did something else),
 a checkpoint of the store's real rows (``world.sync``) is compared column by column and then
@@ -23,19 +24,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from driver import (
-    JOB_ADMISSION_BACKOFF_BASE_MS,
-    JOB_ADMISSION_BACKOFF_MAX_MS,
-    JOB_ADMISSION_MISS_MAX,
-    JOB_LEASE_EXPIRED_NOTE,
-    JOB_LEASE_TOO_SHORT_NOTE,
-    JOB_RUN_LIST_LIMIT,
-    JOB_RUN_LIST_MAX,
-    iso_from_ms,
-    parse_iso_ms,
-)
+from driver import iso_from_ms, parse_iso_ms
 
 from ._erasure import erase_subject, import_rows
+from ._spec import (
+    ADMISSION_BACKOFF_BASE_MS,
+    ADMISSION_BACKOFF_MAX_MS,
+    ADMISSION_MISS_MAX,
+    LEASE_EXPIRED_NOTE,
+    LEASE_TOO_SHORT_NOTE,
+    RUN_LIST_LIMIT,
+    RUN_LIST_MAX,
+)
 
 Row = dict[str, Any]
 #: The step rows of one scope, by (run id, step name).
@@ -47,13 +47,13 @@ Prediction = tuple[Any, str]
 
 def admission_backoff(misses: int) -> int:
     """The spec's admission backoff: 1 s after the first miss, doubling, at most five minutes."""
-    backoff = int(JOB_ADMISSION_BACKOFF_BASE_MS * 2 ** max(0, misses - 1))
-    return min(JOB_ADMISSION_BACKOFF_MAX_MS, backoff)
+    backoff = int(ADMISSION_BACKOFF_BASE_MS * 2 ** max(0, misses - 1))
+    return min(ADMISSION_BACKOFF_MAX_MS, backoff)
 
 
 def too_short_text(note: str) -> str:
     """The whole ``last_error`` of a run failed at the tenth miss: the note's prefix once."""
-    prefix = JOB_LEASE_TOO_SHORT_NOTE + ": "
+    prefix = LEASE_TOO_SHORT_NOTE + ": "
     return prefix + note.removeprefix(prefix)
 
 
@@ -110,7 +110,7 @@ class ScopeModel:
         row["lease_began_at"] = None
         if began:
             row["attempts"] += 1
-            row["last_error"] = JOB_LEASE_EXPIRED_NOTE
+            row["last_error"] = LEASE_EXPIRED_NOTE
         rule = (
             "a takeover of a BEGUN lease charges one attempt with the expiry note"
             if began
@@ -145,11 +145,11 @@ class ScopeModel:
             return None, "a miss is written only by the unbegun holder of the lease"
         misses = (row["admission_misses"] or 0) + 1
         row.update(admission_misses=misses, updated_at=now, lease_owner=None, lease_began_at=None)
-        if misses >= JOB_ADMISSION_MISS_MAX:
+        if misses >= ADMISSION_MISS_MAX:
             row.update(status="failed", next_attempt_at=None, ended_at=now)
             row["last_error"] = too_short_text(note)
             return {"failed": True, "misses": misses}, (
-                f"the {JOB_ADMISSION_MISS_MAX}th consecutive admission miss fails the run"
+                f"the {ADMISSION_MISS_MAX}th consecutive admission miss fails the run"
             )
         row["next_attempt_at"] = iso_from_ms(parse_iso_ms(now) + admission_backoff(misses))
         row["ended_at"] = None
@@ -252,10 +252,10 @@ class ScopeModel:
 
 def list_limit(limit: Any) -> int:
     if limit is None or isinstance(limit, bool) or not isinstance(limit, int | float):
-        return JOB_RUN_LIST_LIMIT
+        return RUN_LIST_LIMIT
     if limit != limit or limit in (float("inf"), float("-inf")):
-        return JOB_RUN_LIST_LIMIT
-    return int(min(JOB_RUN_LIST_MAX, max(1, int(limit // 1))))
+        return RUN_LIST_LIMIT
+    return int(min(RUN_LIST_MAX, max(1, int(limit // 1))))
 
 
 #: How each operation's traced arguments map onto the model's method (the store's now first).

@@ -10,9 +10,10 @@ import json
 import math
 from typing import Any
 
-from driver import JOB_DEFER_MS, parse_iso_ms
+from driver import parse_iso_ms
 
 from ._records import KernelRecords, PassModel, Policy, Row, counters_of
+from ._spec import DEFER_MS
 
 
 def _same_numbers(a: dict[str, float], b: dict[str, float]) -> bool:
@@ -64,10 +65,10 @@ class OutcomeRules(KernelRecords):
                     "counters": row["counters"],
                     "attempts": row["attempts"],
                     "last_error": row["last_error"],
-                    "next": (JOB_DEFER_MS, JOB_DEFER_MS),
+                    "next": (DEFER_MS, DEFER_MS),
                     "ended": False,
                     "outcome": "deferred",
-                    "rule": "a deferral charges nothing, records no error and waits JOB_DEFER_MS",
+                    "rule": "a deferral charges nothing, records no error and waits DEFER_MS",
                 }
                 return
             self.probe("handler.throws")

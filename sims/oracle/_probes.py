@@ -19,6 +19,7 @@ PROBES: Final[dict[str, str]] = {
     "admission.miss": "a claim did not begin in time: an admission miss, no attempt",
     "admission.tenth-miss": "the tenth consecutive miss failed the run",
     "begin.refused": "BEGIN was sent and the store refused it (too little lease left)",
+    "begin.exact-margin": "a claim's answer left exactly the margin by the drive's count: a miss",
     "step.memo": "a step found its completed memo and did not run again",
     "step.spent": "a step had used its attempts: the run failed without running it",
     "step.spent-narrower": "a step spent by its own policy, narrower than the job's",
@@ -43,12 +44,21 @@ PROBES: Final[dict[str, str]] = {
     "join.live": "a start joined the live run for its key",
     "join.other-subject": "a start under another subject met a live run (refused)",
     "payload.refused": "a start's payload was not queue-safe (refused before any row)",
+    "payload.refused-float": "a start's payload was a float JSON cannot carry (NaN, infinity)",
+    "payload.refused-tuple": "a start's payload was a tuple (it would come back a list)",
+    "payload.refused-set": "a start's payload was a set",
+    "payload.refused-bytes": "a start's payload was bytes",
+    "payload.refused-object": "a start's payload was an object of a class of its own",
     "payload.cursor-refused": "a handler returned a cursor that is not queue-safe (pass failed)",
     "drive.unregistered-skipped": "a drive stepped over a due run whose job it does not register",
     "drive.limit-reached": "a drive's limit left due runs for the next call",
     "drive.second-pass": "a drive call ran a second pass of one run (max_passes)",
     "instance.several-scopes": "one instance name live in several scopes at once",
 }
+
+
+#: The probes of each kind of payload the queue-safety rule refuses, as the trace names the kind.
+UNSAFE_PAYLOAD_PROBES: Final = frozenset(p for p in PROBES if p.startswith("payload.refused-"))
 
 
 class _HasProbes(Protocol):
@@ -65,13 +75,34 @@ def probe_totals(seeds: Iterable[_HasProbes]) -> Counter[str]:
     return totals
 
 
+#: A probe hit in fewer than this share of a sweep's worlds is reached too rarely to trust: a
+#: single-rule bug on its edge would be caught by a seed or two, or by none.
+RARE_SHARE: Final = 0.05
+
+
+def probe_worlds(seeds: Iterable[_HasProbes]) -> Counter[str]:
+    """In how many worlds each probe was hit."""
+    worlds: Counter[str] = Counter()
+    for summary in seeds:
+        worlds.update(name for name, count in summary.probes if count)
+    return worlds
+
+
 def probe_lines(seeds: Iterable[_HasProbes]) -> Iterator[str]:
-    """A few lines for a sweep's report: the probes hit (with counts) and the ones missed."""
+    """A few lines for a sweep's report: the probes hit (with counts), the ones hit in fewer
+    than 5% of the worlds, and the ones missed."""
+    seeds = list(seeds)
     totals = probe_totals(seeds)
+    worlds = probe_worlds(seeds)
+    rare = [
+        f"{name} in {worlds[name]}" for name in PROBES if 0 < worlds[name] < RARE_SHARE * len(seeds)
+    ]
     hit = [f"{name} {totals[name]}" for name in PROBES if totals[name]]
     missed = [name for name in PROBES if not totals[name]]
     yield f"  probes hit: {len(hit)} of {len(PROBES)}"
     for start in range(0, len(hit), 6):
         yield "    " + ", ".join(hit[start : start + 6])
+    if rare and len(seeds) >= 1 / RARE_SHARE:
+        yield f"  probes hit in fewer than 5% of {len(seeds)} worlds: {', '.join(rare)}"
     if missed:
         yield f"  probes never hit: {', '.join(missed)}"

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from driver import JOB_RETRY_BASE_DELAY_MS, JOB_RETRY_MAX_ATTEMPTS, JOB_RETRY_MAX_DELAY_MS
+from ._spec import RETRY_BASE_DELAY_MS, RETRY_MAX_ATTEMPTS, RETRY_MAX_DELAY_MS
 
 Row = dict[str, Any]
 Report = Callable[[str, str | None, float, str], None]
@@ -23,9 +23,9 @@ Probe = Callable[[str], None]
 
 @attrs.frozen
 class Policy:
-    max_attempts: int = JOB_RETRY_MAX_ATTEMPTS
-    base_delay_ms: int = JOB_RETRY_BASE_DELAY_MS
-    max_delay_ms: int = JOB_RETRY_MAX_DELAY_MS
+    max_attempts: int = RETRY_MAX_ATTEMPTS
+    base_delay_ms: int = RETRY_BASE_DELAY_MS
+    max_delay_ms: int = RETRY_MAX_DELAY_MS
 
     @classmethod
     def of(cls, described: Row | None) -> Policy:
@@ -115,7 +115,7 @@ class TickModel:
     picked: list[str] | None = None
     claimed: list[str] = attrs.field(factory=list)
     outcomes: dict[str, int] = attrs.field(factory=dict)
-    runs_begun: set[str] = attrs.field(factory=set)
+    runs_attempted: set[str] = attrs.field(factory=set)
     runs_won: set[str] = attrs.field(factory=set)
     passes: dict[str, int] = attrs.field(factory=dict)
     last_status: dict[str, str] = attrs.field(factory=dict)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from ._probes import UNSAFE_PAYLOAD_PROBES
 from ._records import KernelRecords, Row, counters_of
 
 
@@ -17,6 +18,9 @@ class StartRules(KernelRecords):
         self.starts[(e["drive"], e["scope"])] = dict(e, sent=False, reply=None)
         if "unsafe" in e["payload"]:
             self.probe("payload.refused")
+            kind = e["payload"]["unsafe"]
+            if f"payload.refused-{kind}" in UNSAFE_PAYLOAD_PROBES:
+                self.probe(f"payload.refused-{kind}")
 
     def on_start_send(self, e: Row) -> None:
         start = self.starts.get((e["link"], e["scope"]))

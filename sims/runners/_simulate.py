@@ -161,15 +161,6 @@ class WorldError(ValueError):
         )
 
 
-def world_error_of_line(line: str) -> WorldError:
-    """A ``WorldError`` that says ``line``, for one raised in another process (a sweep's worker)
-    whose original exception stayed there."""
-    error = WorldError.__new__(WorldError)
-    ValueError.__init__(error, line)
-    error.error = None
-    return error
-
-
 def _innermost(error: BaseException) -> BaseException:
     """A lone exception out of Trio's nurseries, unwrapped from its exception groups."""
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:

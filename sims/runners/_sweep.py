@@ -7,7 +7,6 @@ seed that did not come out as documented.
 
 from __future__ import annotations
 
-import builtins
 import multiprocessing
 import sys
 import time
@@ -25,8 +24,9 @@ from ..oracle._probes import probe_lines
 from ..scenarios._registry import ScenarioRef, find_scenario
 from ._dask import run_on_cluster
 from ._outcome import explore_command, replay_command
+from ._raised import WorldRaised
 from ._rerun import NONDETERMINISM_HELP, first_difference
-from ._simulate import simulate, world_error_of_line
+from ._simulate import simulate
 
 #: How many of a failing seed's findings a sweep's report lists (the rest are counted).
 _SHOWN_PER_SEED = 3
@@ -157,37 +157,13 @@ def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
     )
 
 
-@attrs.frozen
-class WorldRaised:
-    """A seed whose world raised, as a worker process sends it back: the error's kind and line.
-
-    Never the exception itself. Pickling one carries what the worker's exception holds, and the
-    sweep's process may not be able to rebuild it: a user's exception class whose ``__init__``
-    takes other arguments, or (once a library such as Dask has taught pickle to carry causes) the
-    user's error chained under a ``WorldError``. multiprocessing's pool then never delivers it, and
-    waits forever."""
-
-    seed: int
-    kind: str
-    line: str
-
-    def error(self) -> Exception:
-        """The error to raise in the sweep: a ``WorldError`` or a built-in exception as itself,
-        any other as a ``RuntimeError`` that names its kind."""
-        if self.kind == "WorldError":
-            return world_error_of_line(self.line)
-        builtin = getattr(builtins, self.kind, None)
-        if isinstance(builtin, type) and issubclass(builtin, Exception):
-            return builtin(self.line)
-        return RuntimeError(f"{self.kind}: {self.line}")
-
-
 def summarise_in_worker(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary | WorldRaised:
-    """:func:`summarise` in a worker process: a world that raised comes back as a value."""
+    """:func:`summarise`, where a world that raised comes back as a value (three strings), in
+    this process as in a worker's: whatever it raised, the sweep reports it and goes on."""
     try:
         return summarise(job)
     except Exception as error:
-        return WorldRaised(job[1], type(error).__name__, str(error))
+        return WorldRaised.of(job[1], error)
 
 
 def sweep(
@@ -224,7 +200,13 @@ def sweep(
         nonlocal failing
         for summary in summaries:
             if isinstance(summary, WorldRaised):
-                raise summary.error()
+                summary = SeedSummary(
+                    seed=summary.seed,
+                    violations=(summary.finding(),),
+                    mismatches=(),
+                    explained=(),
+                    rpcs=0,
+                )
             results.append(summary)
             failing += not summary.ok
             if progress is not None:
@@ -233,11 +215,10 @@ def sweep(
     if scheduler is not None:
         run_on_cluster(scheduler, summarise_in_worker, work, collect=collect)
     elif jobs == 1:
-        collect(summarise(job) for job in work)
+        collect(summarise_in_worker(job) for job in work)
     else:
         # fork keeps the scenarios a parent registered (tests register their own); each worker
-        # then runs its own trio.run per seed. Leaving the block terminates the workers, so a
-        # world that raised stops the sweep at once.
+        # then runs its own trio.run per seed. A world that raised comes back as a value.
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
             chunksize = max(1, len(work) // (jobs * 8))
             collect(pool.imap(summarise_in_worker, work, chunksize=chunksize))

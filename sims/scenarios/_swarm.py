@@ -52,6 +52,7 @@ from driver import (
 )
 
 from ..faults._plan import DelayLeg, Fault, LateRequest, PauseDrive
+from ..oracle._spec import LEASE_ENTRY_MARGIN
 from ..world._world import WALK_MODULE, DriveSpec, World
 
 #: The scopes of the swarm: two driven by the cron and the alarm, one by the slow drive alone.
@@ -87,6 +88,11 @@ class Swarm:
     restart: bool
     #: Operator reads through a drive, mid-world and at the end, with limits at the clamp's edges.
     reads: tuple[JobRunFilter, ...]
+    #: Starts handed a payload the queue-safety rule refuses, by kind (see ``UNSAFE_PAYLOADS``).
+    unsafe_payloads: tuple[str, ...] = ()
+    #: The slow drive's claim answer leaves exactly the margin by its count (a miss: BEGIN's
+    #: test is strict), rather than less than it.
+    exact_margin: bool = False
 
 
 def _policy(rng: random.Random, max_attempts: int) -> RetryPolicy:
@@ -126,13 +132,23 @@ def _chore(rng: random.Random, job: RetryPolicy, index: int) -> dict[str, Any]:
         "index": index,
         "passes": rng.randint(1, 4),
         "steps": steps,
-        "omit_cursor": rng.random() < 0.5,
+        "omit_cursor": rng.random() < 0.8,
         "reuse": rng.random() < 0.3,
         "catch_reuse": rng.random() < 0.5,
         "throws": rng.choice((0, 0, 1, 2, 5)),
         # Once, a cursor that is not queue-safe: the pass is refused it and fails.
-        "bad_cursor": rng.random() < 0.3,
+        "bad_cursor": rng.random() < 0.6,
     }
+
+
+#: A payload of each kind the queue-safety rule refuses, by the name the trace gives its kind.
+UNSAFE_PAYLOADS: dict[str, Any] = {
+    "float": math.nan,
+    "tuple": ("a", 1),
+    "set": {"a"},
+    "bytes": b"a",
+    "object": object(),
+}
 
 
 def _read(rng: random.Random) -> JobRunFilter:
@@ -181,6 +197,8 @@ def draw_swarm(rng: random.Random) -> Swarm:
         slow_drive=on(0.5),
         restart=on(0.4),
         reads=tuple(_read(rng) for _ in range(rng.randint(1, 3))) if on(0.4) else (),
+        unsafe_payloads=tuple(rng.sample(sorted(UNSAFE_PAYLOADS), 2)) if on(0.6) else (),
+        exact_margin=on(),
     )
 
 
@@ -349,6 +367,9 @@ class SwarmWorld:
             await self.start("alarm", "scope-1", "walk", "a", walk, SUBJECTS[0])  # joins
             await self.start("alarm", "scope-1", "walk", "a", walk, "subject-9")  # refused
             await self.start("cron", "scope-2", "walk", "d", {"objects": math.nan}, None)
+        for index, kind in enumerate(swarm.unsafe_payloads):
+            payload = UNSAFE_PAYLOADS[kind]
+            await self.start("alarm", "scope-1", "walk", f"unsafe-{index}", payload, None)
         if swarm.reads:
             world.nursery.start_soon(self._read_at, rng.uniform(0, 3_000))
         if swarm.hold_door is not None:
@@ -359,8 +380,13 @@ class SwarmWorld:
             world.nursery.start_soon(self._copy_at, swarm.export_ms, "scope-1", "scope-2")
         slow = trio.Event()
         if swarm.slow_drive:
+            margin_ms = world.lease_ms * LEASE_ENTRY_MARGIN
+            exact = world.lease_ms - margin_ms - 1.0
+            slow_claim_ms = exact if swarm.exact_margin else world.lease_ms * 0.8
             world.add_drive(
-                DriveSpec(name="slow", reply_ms={"claim": world.lease_ms * 0.8, "*": 1.0})
+                # The claim's round trip (1 ms out, this back, from a tick at a whole millisecond)
+                # leaves less than the margin, or exactly the margin: both miss.
+                DriveSpec(name="slow", reply_ms={"claim": slow_claim_ms, "*": 1.0})
             )
             await self.start("slow", "scope-3", "walk", "far", {"objects": 2, "chunk": 2}, None)
             self._tick("slow", "scope-3", every_ms=20_000, first_ms=0, limit=None, stop=slow)

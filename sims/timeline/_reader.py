@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from driver import JOB_LEASE_ENTRY_MARGIN, parse_iso_ms
+from driver import parse_iso_ms
 
 from .._trace import Trace
+from ..oracle._spec import LEASE_ENTRY_MARGIN
 from ._model import (
     Effect,
     Lease,
@@ -212,7 +213,7 @@ class _Builder:
         transit = float(event["t"]) - executed if executed is not None else 0.0
         # Late = longer than the BEGIN margin: the wait that can turn a claim into a miss, or a
         # BEGIN into a pass that starts after its lease is gone.
-        if executed is not None and transit > self.lease_ms * JOB_LEASE_ENTRY_MARGIN:
+        if executed is not None and transit > self.lease_ms * LEASE_ENTRY_MARGIN:
             title = f"late reply: {event['op']} #{event['seq']} took {transit:.1f} ms to come back"
             self.mark(str(event["link"]), event, "late", title, since=executed)
 

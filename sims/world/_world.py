@@ -112,7 +112,9 @@ class SimDrive:
             name=spec.name,
             link=self.link,
             now=lambda: iso_from_ms(DEFAULT_EPOCH_MS + spec.clock_skew_ms + virtual_s() * 1000.0),
-            monotonic=lambda: origin + virtual_s() * 1000.0,
+            # Read to the microsecond, as the trace spells its times: a wait the oracle reads
+            # from two whole-millisecond trace times is then exactly the wait the drive measured.
+            monotonic=lambda: origin + round(virtual_s() * 1000.0, 3),
             rng=world.rng(f"drive:{spec.name}"),
             observer=world.trace.record,
             log=_DRIVE_LOG,

@@ -317,6 +317,39 @@ async def test_a_step_returning_a_datetime_is_seen_identically_on_replay(
         assert seen == [{"at": "2026-10-04T12:00:00+00:00"}] * 2
 
 
+async def test_a_step_returning_a_tuple_hands_back_a_list_on_the_first_run_and_on_replay(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A step's value comes back through its stored JSON: a tuple is a JSON array, so the handler
+    # gets a list, the same on the first run as from the memo.
+    async with open_scope_host(clock=StoreClock()) as host:
+        one = drive(host, Trace())
+        seen: list[Any] = []
+
+        async def handler(ctx: JobPassContext) -> JobPassResult:
+            seen.append(await ctx.step("pair", lambda: (1, ("a", 2.5), {"k": (None,)})))
+            if len(seen) == 1:
+                await ctx.step("boom", lambda: 1 / 0)
+            return JobPassResult(done=True)
+
+        one.register_job(MODULE, JOB, handler, retry=RetryPolicy(base_delay_ms=0))
+        await one.start_job_run(SCOPE, start())
+        assert (await one.run_due_jobs(SCOPE)).retrying == 1
+        assert (await one.run_due_jobs(SCOPE)).completed == 1
+        assert seen == [[1, ["a", 2.5], {"k": [None]}]] * 2
+
+
+async def test_a_payload_holding_a_tuple_is_still_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The queue-safety rule of a payload is its own: a payload must survive a queue message
+    # unchanged, and a tuple would come back a list.
+    async with open_scope_host(clock=StoreClock()) as host:
+        one = drive(host, Trace())
+        with pytest.raises(ValidationFailed, match=r"^payload.pair is tuple — "):
+            await one.start_job_run(SCOPE, start(payload={"pair": (1, 2)}))
+
+
 @pytest.mark.parametrize("swallow", [False, True])
 async def test_a_step_name_used_twice_in_one_pass_fails_the_pass(
     autojump_clock: trio.testing.MockClock, swallow: bool

@@ -216,8 +216,10 @@ async def test_takeover_exhaustion_fails_the_run_without_invoking(
         crashed.link.drop_replies(is_op("begin"))
         await crashed.run_due_jobs(SCOPE)
         await trio.sleep(1.0)
-        # No handler ran on this call, so no run was attempted; the failure is still reported.
+        # No handler ran, but the run was picked up, due and running: attempted, as the
+        # original counts it, and failed with the expiry note.
         assert await rescuer.run_due_jobs(SCOPE) == JobDriveReport(
+            attempted=1,
             failed=1,
             errors=(JobDriveError(started.id, JOB_LEASE_EXPIRED_NOTE),),
         )
@@ -439,7 +441,9 @@ async def test_a_begin_reply_held_past_the_lease_double_runs_and_the_late_pass_i
         [run] = await rival.job_runs(SCOPE)
         if max_attempts == 1:
             assert rival_report == JobDriveReport(
-                failed=1, errors=(JobDriveError(started.id, JOB_LEASE_EXPIRED_NOTE),)
+                attempted=1,
+                failed=1,
+                errors=(JobDriveError(started.id, JOB_LEASE_EXPIRED_NOTE),),
             )
             assert [f["drive"] for f in trace.named("handler.invoke")] == ["late"]
             assert effects == []

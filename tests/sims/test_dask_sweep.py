@@ -17,6 +17,8 @@ import pytest
 from sims import sweep
 from sims.cli._main import main
 
+from .test_sweep import assert_reports_every_raise, raising_worlds
+
 # The dask command beside this interpreter: the one a user of this virtual environment runs.
 DASK = str(Path(sys.executable).parent / "dask")
 SEEDS = "0..23"
@@ -108,6 +110,18 @@ def test_a_cluster_sweep_finds_what_a_local_sweep_finds(cluster: str) -> None:
     local = sweep("random", range(40), jobs=1, mutant="begin-margin")
     assert on_cluster.failing, "the mutant should be caught on the cluster too"
     assert on_cluster.seeds == local.seeds
+    assert list(on_cluster.lines())[1:] == list(local.lines())[1:]
+
+
+def test_worlds_that_raise_are_findings_on_the_cluster_as_they_are_locally(
+    cluster: str, tmp_path: Path
+) -> None:
+    # An exception group, a user's exception pickle cannot rebuild, one it cannot pickle at all:
+    # each comes back from a Dask worker as its seed's finding, and the report is printed.
+    path = raising_worlds(tmp_path)
+    on_cluster = sweep(f"{path}:raises-by-seed", range(4), scheduler=cluster)
+    assert_reports_every_raise(on_cluster, path)
+    local = sweep(f"{path}:raises-by-seed", range(4), jobs=2)
     assert list(on_cluster.lines())[1:] == list(local.lines())[1:]
 
 

@@ -19,9 +19,9 @@ from sims import (
     JobPassResult,
     PauseDrive,
     ScenarioRef,
+    SweepReport,
     UpstreamFailure,
     World,
-    WorldError,
     WorldSetup,
     check_worlds,
     find_scenario,
@@ -31,7 +31,7 @@ from sims import (
     simulate,
     sweep,
 )
-from sims.runners._sweep import WorldRaised
+from sims.runners._raised import WorldRaised
 
 
 def test_two_hundred_random_worlds_violate_nothing() -> None:
@@ -157,10 +157,11 @@ async def raises(world):
 """
 
 
-def test_a_world_that_raises_in_a_worker_process_stops_the_sweep_with_its_line(
+def test_a_world_that_raises_in_a_worker_process_is_a_finding_of_its_seed(
     tmp_path: Path,
 ) -> None:
     # A worker's error the sweep could not unpickle was never delivered: the pool waited forever.
+    # Now no exception crosses; its kind, message and line do, and the sweep prints its report.
     path = tmp_path / "raising.py"
     path.write_text(RAISING_WORLD)
     done = subprocess.run(
@@ -170,48 +171,142 @@ def test_a_world_that_raises_in_a_worker_process_stops_the_sweep_with_its_line(
         timeout=300,
         check=False,
     )
-    expected = (
-        f"scenario {path}:raises raised at {path}:13 with seed 0: Refusal: 7: the check itself "
-        "broke"
+    finding = f"[violation] world-raised: Refusal: 7: the check itself broke (raised at {path}:13)"
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"sweep {path}:raises: 4 seeds in ")
+    assert lines[0].endswith(", 0 as documented, 4 not")
+    assert f"      {finding}" in lines
+    report = sweep(f"{path}:raises", range(4), jobs=2)
+    assert [s.violations for s in report.seeds] == [(finding,)] * 4
+
+
+#: A world for each kind of raise a sweep must survive, by seed: an exception group (what Trio's
+#: nurseries raise), a user's exception whose ``__init__`` takes two arguments (pickle cannot
+#: rebuild it from its args), one that cannot be pickled at all (it holds a lock), and a world
+#: that runs as documented.
+RAISING_WORLDS = """
+import threading
+
+from sims import DriveSpec, scenario
+
+
+class Refusal(Exception):
+    def __init__(self, code, why):
+        super().__init__(f"{code}: {why}")
+
+
+class Unpicklable(Exception):
+    def __init__(self, why):
+        super().__init__(why)
+        self.lock = threading.Lock()
+
+
+@scenario("raises-by-seed")
+async def raises_by_seed(world):
+    world.add_drive(DriveSpec(name="cron"))
+    if world.seed == 0:
+        raise ExceptionGroup("two failures", [ValueError("a"), KeyError("b")])
+    if world.seed == 1:
+        raise Refusal(7, "refused")
+    if world.seed == 2:
+        raise Unpicklable("holds a lock")
+"""
+
+
+def _line_of(text: str) -> int:
+    return RAISING_WORLDS.splitlines().index(text) + 1
+
+
+#: What a sweep over seeds 0..3 of ``RAISING_WORLDS`` lists, by seed (the path filled in): the
+#: line is the ``raise``'s (a group's leaves were never raised alone: the group's own line).
+RAISED_FINDINGS = {
+    0: "[violation] world-raised: ExceptionGroup: two failures (2 sub-exceptions): ValueError: a; "
+    "KeyError: 'b' (raised at {path}:"
+    + str(
+        _line_of('        raise ExceptionGroup("two failures", [ValueError("a"), KeyError("b")])')
     )
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.strip().splitlines()[-1] == f"error: {expected}"
-    with pytest.raises(WorldError) as caught:
-        sweep(f"{path}:raises", range(4), jobs=2)
-    assert str(caught.value) == expected
+    + ")",
+    1: "[violation] world-raised: Refusal: 7: refused (raised at {path}:"
+    + str(_line_of('        raise Refusal(7, "refused")'))
+    + ")",
+    2: "[violation] world-raised: Unpicklable: holds a lock (raised at {path}:"
+    + str(_line_of('        raise Unpicklable("holds a lock")'))
+    + ")",
+}
 
 
-def test_a_world_that_raised_in_a_worker_is_raised_again_as_what_it_was() -> None:
-    # The driver's own errors take (reason, message): pickle cannot rebuild them from their args,
-    # so no exception crosses from a worker; its kind and line do.
-    raised = WorldRaised(3, "Conflict", "run 'r1' is already in the scope")
+def raising_worlds(folder: Path) -> Path:
+    path = folder / "raising_worlds.py"
+    path.write_text(RAISING_WORLDS)
+    return path
+
+
+def assert_reports_every_raise(report: SweepReport, path: Path) -> None:
+    findings = {s.seed: s.violations for s in report.seeds if not s.ok}
+    assert findings == {seed: (text.format(path=path),) for seed, text in RAISED_FINDINGS.items()}
+    lines = list(report.lines())
+    assert lines[0].endswith(", 1 as documented, 3 not")
+    for seed in RAISED_FINDINGS:
+        assert f"  seed {seed}: {report.replay_command(seed)}" in lines
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_every_kind_of_raise_is_a_finding_and_the_sweep_reports(tmp_path: Path, jobs: int) -> None:
+    path = raising_worlds(tmp_path)
+    assert_reports_every_raise(sweep(f"{path}:raises-by-seed", range(4), jobs=jobs), path)
+
+
+def test_the_command_line_prints_the_report_of_a_sweep_whose_worlds_raise(tmp_path: Path) -> None:
+    path = raising_worlds(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "sims", "sweep", f"{path}:raises-by-seed", "--seeds", "0..3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    for text in RAISED_FINDINGS.values():
+        assert f"      {text.format(path=path)}" in done.stdout.splitlines()
+
+
+def test_a_world_raised_pickles_whatever_the_world_raised() -> None:
+    class Holder(Exception):
+        def __init__(self, a: int, b: int) -> None:
+            super().__init__(a + b)
+
+    try:
+        raise Holder(1, 2)
+    except Holder as error:
+        raised = WorldRaised.of(3, error)
     assert pickle.loads(pickle.dumps(raised)) == raised
-    assert type(raised.error()) is RuntimeError
-    assert str(raised.error()) == "Conflict: run 'r1' is already in the scope"
-    plain = WorldRaised(3, "ValueError", "seed -1 is negative").error()
-    assert (type(plain), str(plain)) == (ValueError, "seed -1 is negative")
-    world = WorldRaised(3, "WorldError", "scenario x.py:y raised with seed 3: KeyError: 1").error()
-    assert isinstance(world, WorldError)
-    assert (str(world), world.error) == ("scenario x.py:y raised with seed 3: KeyError: 1", None)
+    assert (raised.kind, raised.message) == ("Holder", "3")
+    assert raised.line.endswith(".py:" + str(raised_line()))
+
+
+def raised_line() -> int:
+    # The line of ``raise Holder(1, 2)`` above: read from this file, so the test survives edits.
+    source = Path(__file__).read_text().splitlines()
+    return source.index("        raise Holder(1, 2)") + 1
 
 
 TEACH_PICKLE_CAUSES = """
 import sys
 from tblib import pickling_support
 
-from sims import WorldError, sweep
+from sims import sweep
 
 # What importing dask.distributed does to a process: exceptions pickle with their causes, so a
 # WorldError would carry the user's own exception (which cannot be rebuilt) along with it.
 pickling_support.install()
-try:
-    sweep(sys.argv[1], range(4), jobs=2)
-except WorldError as error:
-    print(error)
+for line in sweep(sys.argv[1], range(4), jobs=2).seeds[0].violations:
+    print(line)
 """
 
 
-def test_a_world_that_raises_stops_the_sweep_where_pickle_carries_causes(tmp_path: Path) -> None:
+def test_a_world_that_raises_is_reported_where_pickle_carries_causes(tmp_path: Path) -> None:
     path = tmp_path / "raising.py"
     path.write_text(RAISING_WORLD)
     done = subprocess.run(
@@ -222,8 +317,7 @@ def test_a_world_that_raises_stops_the_sweep_where_pickle_carries_causes(tmp_pat
         check=False,
     )
     assert done.stdout == (
-        f"scenario {path}:raises raised at {path}:13 with seed 0: Refusal: 7: the check itself "
-        "broke\n"
+        f"[violation] world-raised: Refusal: 7: the check itself broke (raised at {path}:13)\n"
     ), done.stderr
 
 
