@@ -62,6 +62,7 @@ from .search._explore import (
 from .timeline._render import render_html, render_terminal, write_timeline
 from .timeline._story import story_lines
 from .world._effects import effect_key, effects_in, record_effect, record_effect_once
+from .world._fence import DriveKilled
 from .world._scheduling import seed_scheduler
 from .world._upstream import Upstream, UpstreamUnavailable
 from .world._world import DriveSpec, SimDrive, World
@@ -73,6 +74,7 @@ __all__ = [
     "CheckReport",
     "CrashDrive",
     "DelayLeg",
+    "DriveKilled",
     "DriveSpec",
     "DropLeg",
     "Evict",

@@ -38,7 +38,6 @@ from scopehost import (
     DEFAULT_EPOCH_MS,
     DeliverLate,
     LegDelay,
-    Link,
     LinkCall,
     LinkOutcome,
     RequestVerdict,
@@ -59,6 +58,7 @@ from ..faults._plan import (
     PauseDrive,
     StoreClockFault,
 )
+from ._fence import FencedLink, Incarnation, living_as, only_kills
 from ._recording import RecordingJobDriver
 from ._upstream import Upstream
 
@@ -91,7 +91,9 @@ class SimDrive:
         self.world = world
         self.name = spec.name
         self.spec = spec
-        self.link = Link(
+        # A crash fences the killed incarnation's calls on this link (``_fence``).
+        self.link = FencedLink(
+            trace=world.trace,
             name=spec.name,
             request_ms=spec.request_ms,
             reply_ms=spec.reply_ms,
@@ -137,6 +139,8 @@ class SimDrive:
         }
         self._reached: Counter[str] = Counter()
         self._work: trio.CancelScope | None = None
+        #: The drive's current life: its ticks run as it, and a crash kills it (``_fence``).
+        self.incarnation = Incarnation(spec.name, 1)
         self.down_until_ms = -math.inf
         # A leg with nothing planned for it is carried without waking this drive (``wants``).
         self.link.add_request_hook(self._on_request, wants=self._request_wanted)
@@ -231,12 +235,18 @@ class SimDrive:
                 await self.world.host.sleep_ms(fault.ms)
 
     def crash(self, down_ms: float) -> None:
-        """Kill whatever the drive is doing, as a process kill would; it restarts later."""
+        """Kill whatever the drive is doing, as a process kill would; it restarts later.
+
+        The fence goes up before the work is cancelled: whatever ``finally:`` or ``except`` of
+        the killed incarnation still runs can no longer reach the world (``_fence``), as a killed
+        process runs none. The drive's next tick runs as a new incarnation."""
         self.down_until_ms = self.world.now_ms() + down_ms
         working = self._work is not None
         self.world.trace.record(
             "fault.crash", {"drive": self.name, "down_ms": down_ms, "working": working}
         )
+        self.incarnation.killed = True
+        self.incarnation = Incarnation(self.name, self.incarnation.number + 1)
         if self._work is not None:
             self._work.cancel()
 
@@ -251,8 +261,16 @@ class SimDrive:
             return None
         self.world.trace.record("drive.tick", {"drive": self.name, "scope": scope_id})
         report: JobDriveReport | None = None
-        with trio.CancelScope() as self._work:
-            report = await self.driver.run_due_jobs(scope_id, max_passes=max_passes, limit=limit)
+        incarnation = self.incarnation
+        try:
+            with living_as(incarnation), trio.CancelScope() as self._work:
+                report = await self.driver.run_due_jobs(
+                    scope_id, max_passes=max_passes, limit=limit
+                )
+        except BaseException as error:
+            # The killed incarnation's leftover code met the fence: the kill, not a failure.
+            if not (incarnation.killed and only_kills(error)):
+                raise
         self._work = None
         if report is not None:
             self.world.trace.record(
