@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sims import CrashDrive, DelayLeg, FaultPlan, simulate
+from sims import CrashDrive, DelayLeg, DriveKilled, FaultPlan, Upstream, simulate
+from sims.world._fence import Incarnation, living_as
 
 WORLD = '''
 import trio
@@ -102,7 +103,8 @@ def test_a_killed_drives_finally_does_not_release_what_it_held(world_file: Path)
     (crash,) = simulation.facts.of("fault.crash")
     assert crash["working"] is True
     assert fenced[0]["t"] == crash["t"]
-    # Its upstream call was refused too: only the pass of the restarted drive reached it.
+    # The kill propagated from the fenced call: the rest of the finally (its upstream call) never
+    # ran, so the upstream heard only the restarted drive's pass.
     assert simulation.outcome.fetched[0] == 1
     # The restarted drive is a new incarnation whose calls go through: it finished the run.
     assert simulation.facts.only_run("office").status == "done"
@@ -138,3 +140,16 @@ def test_a_reply_in_flight_to_a_killed_drive_is_not_delivered(world_file: Path) 
     assert ("cron", fenced[0]["seq"]) in executed
     # ...but the code after the call, the upstream call, never ran in the killed incarnation.
     assert simulation.outcome.fetched[0] == 1
+
+
+def test_a_killed_incarnation_reaches_no_upstream_and_a_living_one_does() -> None:
+    upstream = Upstream(3)
+    with (
+        living_as(Incarnation("cron", 1, killed=True)),
+        pytest.raises(DriveKilled, match=r"^drive cron was killed \(incarnation 1\): its upstream"),
+    ):
+        upstream.fetch(0)
+    assert (upstream.calls["any"], upstream.fetched[0]) == (0, 0)  # it never left the process
+    with living_as(Incarnation("cron", 2)):
+        assert upstream.fetch(0) == {"object": 0}
+    assert upstream.fetch(1) == {"object": 1}  # code outside any drive (the scenario's own)
