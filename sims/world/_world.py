@@ -138,7 +138,10 @@ class SimDrive:
             if isinstance(fault, LateRequest) and fault.drive == spec.name
         }
         self._reached: Counter[str] = Counter()
-        self._work: trio.CancelScope | None = None
+        #: The cancel scope of every tick in progress: a drive ticking several scopes at once
+        #: (a tick loop per scope) is one process, and a crash kills all of its work. A list, not
+        #: a set: they are cancelled in the order they began, the same in every process.
+        self._working: list[trio.CancelScope] = []
         #: The drive's current life: its ticks run as it, and a crash kills it (``_fence``).
         self.incarnation = Incarnation(spec.name, 1)
         self.down_until_ms = -math.inf
@@ -241,14 +244,14 @@ class SimDrive:
         the killed incarnation still runs can no longer reach the world (``_fence``), as a killed
         process runs none. The drive's next tick runs as a new incarnation."""
         self.down_until_ms = self.world.now_ms() + down_ms
-        working = self._work is not None
+        working = bool(self._working)
         self.world.trace.record(
             "fault.crash", {"drive": self.name, "down_ms": down_ms, "working": working}
         )
         self.incarnation.killed = True
         self.incarnation = Incarnation(self.name, self.incarnation.number + 1)
-        if self._work is not None:
-            self._work.cancel()
+        for work in self._working:
+            work.cancel()
 
     # -- work -----------------------------------------------------------------------------------
 
@@ -262,8 +265,10 @@ class SimDrive:
         self.world.trace.record("drive.tick", {"drive": self.name, "scope": scope_id})
         report: JobDriveReport | None = None
         incarnation = self.incarnation
+        work = trio.CancelScope()
+        self._working.append(work)
         try:
-            with living_as(incarnation), trio.CancelScope() as self._work:
+            with living_as(incarnation), work:
                 report = await self.driver.run_due_jobs(
                     scope_id, max_passes=max_passes, limit=limit
                 )
@@ -271,7 +276,8 @@ class SimDrive:
             # The killed incarnation's leftover code met the fence: the kill, not a failure.
             if not (incarnation.killed and only_kills(error)):
                 raise
-        self._work = None
+        finally:
+            self._working.remove(work)
         if report is not None:
             self.world.trace.record(
                 "drive.report", {"drive": self.name, "scope": scope_id, "report": describe(report)}
