@@ -4,10 +4,13 @@ An operation is a plain function of the scope's connection, its arguments and th
 run inside the transaction ``ScopeDatabase.invoke`` opens — so its writes land whole or not at all,
 and it sees the store's clock, never the caller's.
 
-The two defaults give a simulated handler somewhere to put its effects: ``record`` appends a row to
-the module table ``items`` and deliberately has NO unique key, so a step body that ran twice leaves
-two rows, and the duplicates the spec allows (at-least-once) can be counted afterwards instead of
-being silently merged.
+The three defaults give a handler somewhere to put its effects: ``record`` appends a row to the
+module table ``items`` and deliberately has NO unique key, so a step body that ran twice leaves two
+rows, and the duplicates the spec allows (at-least-once) can be counted afterwards instead of being
+silently merged. ``record_once`` is the idempotent way: it looks for the key and writes only if it
+is new, both in the one transaction, so no other call can land between the look and the write (a
+body that first reads ``items`` and then calls ``record`` makes two calls, and another pass's
+write can land between them). ``items`` reads the rows back.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ ITEMS_DDL: Final = (
     "CREATE TABLE IF NOT EXISTS items "
     "(seq INTEGER PRIMARY KEY, kind TEXT, key TEXT, data TEXT, at TEXT)"
 )
+ITEMS_BY_KEY_DDL: Final = "CREATE INDEX IF NOT EXISTS items_by_key ON items (kind, key)"
 
 
 def _text_arg(args: Mapping[str, Any], name: str, *, required: bool, operation: str) -> str | None:
@@ -69,6 +73,32 @@ def record(conn: sqlite3.Connection, args: dict[str, Any], now: str) -> int:
     return seq
 
 
+def record_once(conn: sqlite3.Connection, args: dict[str, Any], now: str) -> bool:
+    """Append the effect row ``{kind, key, data}`` unless ``items`` already holds a row of that
+    ``kind`` and ``key``; True when it recorded, False when the key was already there.
+
+    The look and the write run in the one transaction of this call, which the scope serializes
+    with every other call: two passes that race to record the same key leave one row, whatever
+    the timing. ``key`` is required here: it is what makes the effect once."""
+    _refuse_unknown_args(args, ("kind", "key", "data"), "record_once")
+    kind = _text_arg(args, "kind", required=True, operation="record_once")
+    key = _text_arg(args, "key", required=True, operation="record_once")
+    data = args.get("data")
+    assert_queue_safe(data, "args.data")
+    conn.execute(ITEMS_DDL)
+    # Only this operation looks rows up by key; ``record`` alone never pays for the index.
+    conn.execute(ITEMS_BY_KEY_DDL)
+    if conn.execute(
+        "SELECT 1 FROM items WHERE kind = ? AND key = ? LIMIT 1", (kind, key)
+    ).fetchone():
+        return False
+    conn.execute(
+        "INSERT INTO items (kind, key, data, at) VALUES (?, ?, ?, ?)",
+        (kind, key, dumps(data), now),
+    )
+    return True
+
+
 def items(conn: sqlite3.Connection, args: dict[str, Any], now: str) -> list[dict[str, Any]]:
     """Every effect row in ``seq`` order, optionally only those of one ``kind``, data decoded."""
     _refuse_unknown_args(args, ("kind",), "items")
@@ -86,7 +116,11 @@ def items(conn: sqlite3.Connection, args: dict[str, Any], now: str) -> list[dict
     ]
 
 
-DEFAULT_OPERATIONS: Final[Mapping[str, ModuleOperation]] = {"record": record, "items": items}
+DEFAULT_OPERATIONS: Final[Mapping[str, ModuleOperation]] = {
+    "record": record,
+    "record_once": record_once,
+    "items": items,
+}
 
 
 def merge_operations(

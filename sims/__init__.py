@@ -7,7 +7,8 @@ replayed byte for byte, shrunk and looked at. ``python -m sims list`` shows the 
 Simulating your own job needs only the names here: :func:`scenario` registers a world-driving
 function; the :class:`World` it gets adds drives (:class:`DriveSpec`), your jobs
 (``World.add_job``), starts runs and ticks drives; :class:`WorldSetup` holds the scopes, the lease
-and the :class:`FaultPlan`; :func:`record_effect` records what a step body did, and a scenario's
+and the :class:`FaultPlan`; :func:`record_effect` records what a step body did
+(:func:`record_effect_once` records it only if it is new, in one scope call), and a scenario's
 ``checks`` read the :class:`Trace` (:func:`effects_in` counts effects). Run it with
 ``python -m sims run FILE.py:NAME``, or in a test with :func:`check_worlds` (the pytest fixture
 ``sims_worlds``). docs/simulating-your-jobs.md walks through it.
@@ -67,7 +68,8 @@ from .search._explore import (
 from .search._shrink import shrink_plan
 from .timeline._render import render_html, render_terminal, write_timeline
 from .timeline._story import story_lines
-from .world._effects import effect_key, effects_in, record_effect
+from .world._effects import effect_key, effects_in, record_effect, record_effect_once
+from .world._fence import DriveKilled
 from .world._marks import sometimes
 from .world._scheduling import seed_scheduler
 from .world._upstream import Upstream, UpstreamUnavailable
@@ -81,6 +83,7 @@ __all__ = [
     "CrashAfter",
     "CrashDrive",
     "DelayLeg",
+    "DriveKilled",
     "DriveSpec",
     "DropLeg",
     "Evict",
@@ -133,6 +136,7 @@ __all__ = [
     "parse_seeds",
     "plan_from_text",
     "record_effect",
+    "record_effect_once",
     "render_html",
     "render_terminal",
     "replay_command",

@@ -9,6 +9,7 @@ inside code spans and fenced blocks are text, not links, and are not followed.
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 from collections.abc import Iterator
@@ -400,12 +401,16 @@ def test_every_python_block_of_the_simulating_page_runs_as_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The page's blocks, in order: a world file, a drawn world added to the same file, a test
-    # that uses the fixture, a Hypothesis test. They are laid out as a user would lay them out
-    # (the world in worlds/billing.py beside the tests) and run from another folder, which is what
-    # the absolute paths are for.
-    world, drawn, fixture_test, hypothesis_test = python_blocks(
+    # that uses the fixture, a Hypothesis test, then fragments of a step body (the racy post and
+    # the atomic one), which parse. They are laid out as a user would lay them out (the world in
+    # worlds/billing.py beside the tests) and run from another folder, which is what the absolute
+    # paths are for.
+    world, drawn, fixture_test, hypothesis_test, *fragments = python_blocks(
         ROOT / "docs" / "simulating-your-jobs.md"
     )
+    assert len(fragments) == 2
+    for fragment in fragments:
+        ast.parse(fragment)
     (tmp_path / "worlds").mkdir()
     billing = tmp_path / "worlds" / "billing.py"
     billing.write_text(f"{world}\n\n{drawn}", encoding="utf-8")

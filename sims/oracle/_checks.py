@@ -361,7 +361,13 @@ class TraceChecker(Conclusions):
         self._outcome(event, args, commit=True)
 
     def exec_invoke(self, event: dict[str, Any], args: list[Any]) -> None:
-        if args and args[0] == "record" and event.get("result") is not None:
+        # An effect row was written: by any ``record``, or by a ``record_once`` that found its key
+        # new (True); one that found it already there (False) wrote nothing.
+        result = event.get("result")
+        if args and (
+            (args[0] == "record" and result is not None)
+            or (args[0] == "record_once" and result is True)
+        ):
             key = str(args[1].get("key"))
             self.effects[key].append((event["link"], key, event["t"]))
 

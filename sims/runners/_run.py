@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import random
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import trio
 from driver import JobRun
 from scopehost import (
     DatabaseFactory,
+    ModuleOperation,
     ScopeDatabase,
     StoreClock,
     VirtualClock,
@@ -48,6 +49,30 @@ from ..world._upstream import Upstream
 from ..world._world import World, undeclared_scope
 
 
+def _check_operations(
+    setup: object, attribute: object, operations: Mapping[str, ModuleOperation] | None
+) -> None:
+    """Refuse a bad ``operations`` where the setup is written, not at the scope's first call."""
+    if operations is None:
+        return
+    if not isinstance(operations, Mapping):
+        raise ValueError(
+            f"WorldSetup(operations={operations!r}); pass a dict of names to functions "
+            "(conn, args, now) -> result, or None for the built-in ones only"
+        )
+    for name, operation in operations.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(
+                f"WorldSetup(operations=...) has the name {name!r}; name each operation with a "
+                "non-empty str"
+            )
+        if not callable(operation):
+            raise ValueError(
+                f"WorldSetup(operations=...)[{name!r}] is {operation!r}; an operation is a "
+                "function (conn, args, now) -> result"
+            )
+
+
 @attrs.frozen(kw_only=True)
 class WorldSetup:
     """What a world is made of before its scenario drives it."""
@@ -63,6 +88,13 @@ class WorldSetup:
     database: DatabaseFactory = ScopeDatabase
     #: Called with every event as it happens, kept or not (a progress line, a live check).
     listeners: tuple[Callable[[dict[str, Any]], None], ...] = ()
+    #: Module operations of the world's own, by name, added to (or replacing) the scope's
+    #: built-in ``record``, ``record_once`` and ``items``: ``fn(conn, args, now)`` runs inside the
+    #: scope's one transaction of the call, as ``open_scope_host(operations=...)`` runs it, so a
+    #: world can model a provider that dedupes atomically.
+    operations: Mapping[str, ModuleOperation] | None = attrs.field(
+        default=None, validator=_check_operations
+    )
 
 
 @attrs.frozen
@@ -160,6 +192,7 @@ async def _hosted(
         observe_direct=_WORLD_WRITES,
         rng=random.Random(f"{seed}/host"),
         database=setup.database,
+        operations=setup.operations,
         # The world is the whole run and nothing in it waits for all tasks to block.
         jump_clock=True,
     ) as host:

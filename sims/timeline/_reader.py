@@ -163,6 +163,8 @@ class _Builder:
                 lease.ended_at, lease.end_reason = t, "missed" if op == "miss" else "released"
         elif op == "invoke" and len(args) >= 2 and args[0] == "record":
             self.effect(event, scope, args[1])
+        elif op == "invoke" and len(args) >= 2 and args[0] == "record_once" and result is True:
+            self.effect(event, scope, args[1])  # a record_once that found its key wrote nothing
 
     def claimed(
         self, event: dict[str, Any], scope: str, run: str, owner: str, result: dict[str, Any]

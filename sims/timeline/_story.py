@@ -102,6 +102,11 @@ _TELLERS: dict[str, Teller] = {
     ),
     "fault.pause": lambda e: f"fault: stops for {ms(e['ms'])} ms ({e['where']} {e['nth']})",
     "fault.crash": lambda e: f"fault: killed; back in {ms(e['down_ms'])} ms",
+    "fault.fence": lambda e: (
+        f"killed: its {e['op']} never left it (the process is gone)"
+        if e["leg"] == "request"
+        else f"killed: the reply to its {e['op']} #{e['seq']} reached a process that is gone"
+    ),
     "fault.evict": lambda e: f"fault: scope {e['scope']} evicted",
     "rpc.drop": _drop,
     "rpc.exec": _exec,

@@ -5,7 +5,8 @@ faulty links, applies a fault plan, and writes every event into the trace; :mod:
 drive that tells the trace what it was asked (which jobs, which leases, what each call returned),
 so the oracle can judge the kernel's decisions from outside; :mod:`._effects` is how a step body
 records what it did; :mod:`._upstream` is a flaky outside service; :mod:`._scheduling` seeds
-Trio's scheduler.
+Trio's scheduler; :mod:`._fence` makes a crash a kill (a killed drive's leftover code reaches
+nothing).
 
 What it may import: ``driver``, ``scopehost``, ``sims._trace``, ``sims._numbers``, ``sims._seeds``
 and ``sims.faults`` (the plan it applies). What it must not import: the oracle, the timeline, the

@@ -6,6 +6,11 @@ scope (the scope's ``record`` operation), so it lands even when the step's own r
 it is in the trace: the built-in checks tell an effect that landed twice inside the spec's
 at-least-once window (its step was never recorded) from a completed step that ran again, and a
 user's check can count effects with :func:`effects_in`.
+
+:func:`record_effect_once` is the idempotent effect, as a provider that dedupes by key makes it:
+the scope's ``record_once`` looks for the key and writes only if it is new, in one transaction, so
+a body that runs twice (or two passes racing) lands the effect once. Every count here reads it the
+same way as a ``record`` row: it counts when it wrote, not when it found the key already there.
 """
 
 from __future__ import annotations
@@ -38,6 +43,30 @@ async def record_effect(ctx: JobPassContext, step: str, *, data: Any = None) -> 
     return seq
 
 
+async def record_effect_once(ctx: JobPassContext, step: str, *, data: Any = None) -> bool:
+    """Record, from inside the body of step ``step``, the body's effect unless it is already
+    recorded; True when this call recorded it, False when an earlier run of the body had.
+
+    One scope call, one transaction: the look for ``RUN/STEP`` and the write cannot be split by
+    another pass's write, as reading ``items`` and then calling :func:`record_effect` can. Make the
+    real effect conditional on the answer only where the provider itself dedupes (an idempotency
+    key): this row stands for that provider's own record."""
+    door = await ctx.scope()
+    args: dict[str, Any] = {"kind": EFFECT_KIND, "key": effect_key(ctx.run.id, step)}
+    if data is not None:
+        args["data"] = data
+    recorded: bool = await door.invoke("record_once", args)
+    return recorded
+
+
+def wrote_effect_row(operation: Any, result: Any) -> bool:
+    """Whether an executed ``invoke`` of ``operation`` that returned ``result`` wrote an effect
+    row: every ``record`` that succeeded, and a ``record_once`` that answered True."""
+    if operation == "record":
+        return result is not None
+    return operation == "record_once" and result is True
+
+
 def effects_in(trace: Trace) -> Counter[str]:
     """How many times each effect landed in the world of ``trace``, by ``RUN/STEP`` key (an
     effect whose reply was lost still landed, and is counted)."""
@@ -52,9 +81,8 @@ def effects_in(trace: Trace) -> Counter[str]:
         args = sent.pop(where, None)
         if (
             args
-            and args[0] == "record"
+            and wrote_effect_row(args[0], event.get("result"))
             and args[1].get("kind") == EFFECT_KIND
-            and event.get("result") is not None
         ):
             landed[str(args[1].get("key"))] += 1
     return landed

@@ -12,6 +12,8 @@ from collections import Counter
 
 import attrs
 
+from ._fence import refuse_if_killed
+
 
 class UpstreamUnavailable(Exception):
     """A transient refusal: the next attempt may well succeed."""
@@ -30,6 +32,8 @@ class Upstream:
     refused: set[tuple[str, int]] = attrs.field(factory=set)
 
     def _call(self, kind: str, what: str) -> None:
+        # A killed drive's leftover code reaches no service: its call never left the process.
+        refuse_if_killed(f"its upstream call ({what})")
         self.calls["any"] += 1
         self.calls[kind] += 1
         struck = {("any", self.calls["any"]), (kind, self.calls[kind])} & self.failing

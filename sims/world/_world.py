@@ -38,7 +38,6 @@ from scopehost import (
     DEFAULT_EPOCH_MS,
     DeliverLate,
     LegDelay,
-    Link,
     LinkCall,
     LinkOutcome,
     RequestVerdict,
@@ -63,6 +62,7 @@ from ..faults._plan import (
     PctSchedule,
     StoreClockFault,
 )
+from ._fence import FencedLink, Incarnation, living_as, only_kills
 from ._recording import RecordingJobDriver
 from ._upstream import Upstream
 
@@ -95,7 +95,9 @@ class SimDrive:
         self.world = world
         self.name = spec.name
         self.spec = spec
-        self.link = Link(
+        # A crash fences the killed incarnation's calls on this link (``_fence``).
+        self.link = FencedLink(
+            trace=world.trace,
             name=spec.name,
             request_ms=spec.request_ms,
             reply_ms=spec.reply_ms,
@@ -151,7 +153,12 @@ class SimDrive:
             elif isinstance(fault, CrashAfter | EvictAfter) and fault.drive == spec.name:
                 self._after.setdefault((fault.operation, fault.nth), []).append(fault)
         self._reached: Counter[str] = Counter()
-        self._work: trio.CancelScope | None = None
+        #: The cancel scope of every tick in progress: a drive ticking several scopes at once
+        #: (a tick loop per scope) is one process, and a crash kills all of its work. A list, not
+        #: a set: they are cancelled in the order they began, the same in every process.
+        self._working: list[trio.CancelScope] = []
+        #: The drive's current life: its ticks run as it, and a crash kills it (``_fence``).
+        self.incarnation = Incarnation(spec.name, 1)
         self.down_until_ms = -math.inf
         # A leg with nothing planned for it is carried without waking this drive (``wants``).
         self.link.add_request_hook(self._on_request, wants=self._request_wanted)
@@ -272,15 +279,21 @@ class SimDrive:
 
     def crash(self, down_ms: float, *, after: dict[str, Any] | None = None) -> None:
         """Kill whatever the drive is doing, as a process kill would; it restarts later.
-        ``after`` names the call it struck after (a :class:`CrashAfter`)."""
+        ``after`` names the call it struck after (a :class:`CrashAfter`).
+
+        The fence goes up before the work is cancelled: whatever ``finally:`` or ``except`` of
+        the killed incarnation still runs can no longer reach the world (``_fence``), as a killed
+        process runs none. The drive's next tick runs as a new incarnation."""
         self.down_until_ms = self.world.now_ms() + down_ms
-        working = self._work is not None
+        working = bool(self._working)
         self.world.trace.record(
             "fault.crash",
             {"drive": self.name, "down_ms": down_ms, "working": working, **(after or {})},
         )
-        if self._work is not None:
-            self._work.cancel()
+        self.incarnation.killed = True
+        self.incarnation = Incarnation(self.name, self.incarnation.number + 1)
+        for work in self._working:
+            work.cancel()
 
     # -- work -----------------------------------------------------------------------------------
 
@@ -293,9 +306,20 @@ class SimDrive:
             return None
         self.world.trace.record("drive.tick", {"drive": self.name, "scope": scope_id})
         report: JobDriveReport | None = None
-        with trio.CancelScope() as self._work:
-            report = await self.driver.run_due_jobs(scope_id, max_passes=max_passes, limit=limit)
-        self._work = None
+        incarnation = self.incarnation
+        work = trio.CancelScope()
+        self._working.append(work)
+        try:
+            with living_as(incarnation), work:
+                report = await self.driver.run_due_jobs(
+                    scope_id, max_passes=max_passes, limit=limit
+                )
+        except BaseException as error:
+            # The killed incarnation's leftover code met the fence: the kill, not a failure.
+            if not (incarnation.killed and only_kills(error)):
+                raise
+        finally:
+            self._working.remove(work)
         if report is not None:
             self.world.trace.record(
                 "drive.report", {"drive": self.name, "scope": scope_id, "report": describe(report)}

@@ -11,6 +11,7 @@ import pytest
 import sims
 from sims import (
     DelayLeg,
+    DropLeg,
     FaultPlan,
     WorldFailed,
     check_worlds,
@@ -93,6 +94,61 @@ def test_check_worlds_fails_with_the_story_and_the_replay_command() -> None:
     assert "[violation] charged-once" in message
     assert "story:\n" in message
     assert message.splitlines()[-1] == f"replay with: {found.command()}"
+
+
+#: The plans that break the look-then-act "fixes" (each file's docstring gives them).
+CHARGE_RACE = FaultPlan(
+    (DelayLeg(drive="cron", operation="invoke", nth=1, leg="reply", ms=1500.0),)
+)
+INVOICE_RACE = FaultPlan(
+    (
+        DropLeg(drive="cron", operation="claim", nth=1, leg="reply"),
+        DelayLeg(drive="alarm", operation="invoke", nth=1, leg="reply", ms=2100.0),
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("racy", "safe", "plan", "finding"),
+    [
+        (
+            "examples/double_charge.py:charge-look-first",
+            "examples/double_charge.py:charge-once",
+            CHARGE_RACE,
+            "charged the card 2 times",
+        ),
+        (
+            "examples/nightly_invoice.py:nightly-invoice-look-first",
+            "examples/nightly_invoice.py:nightly-invoice",
+            INVOICE_RACE,
+            "invoice was posted 2 times, not once",
+        ),
+    ],
+)
+def test_looking_before_acting_in_a_second_call_races_and_one_atomic_call_does_not(
+    racy: str, safe: str, plan: FaultPlan, finding: str
+) -> None:
+    # Without the plan, the racy "fix" looks fine: that is the trap.
+    assert simulate(racy, 1).ok
+    for seed in (1, 2, 3):
+        broken = simulate(racy, seed, plan=plan)
+        assert any(finding in f.text for f in broken.report.violations), seed
+        held = simulate(safe, seed, plan=plan)
+        assert held.ok, held.report.violations
+        assert not held.outcome.unfired, "the plan struck the safe world too"
+    # The safe body heard that its key was already there: the race happened, and was absorbed.
+    sent = {
+        (e["link"], e["seq"]): e["args"][0]
+        for e in held.facts.of("rpc.send")
+        if e["op"] == "invoke"
+    }
+    answers = [
+        e.get("result")
+        for e in held.facts.of("rpc.exec")
+        if e["op"] == "invoke" and sent[(e["link"], e["seq"])] == "record_once"
+    ]
+    assert answers.count(True) == 1
+    assert False in answers
 
 
 NEVER = FaultPlan((DelayLeg(drive="cron", operation="begin", nth=99, leg="reply", ms=5000.0),))
@@ -181,8 +237,13 @@ def test_the_pytest_fixture_runs_worlds_and_takes_seeds_from_the_command_line(
 def test_explore_says_so_when_no_plan_breaks_the_fixed_handler(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["explore", "examples/double_charge.py:charge-once", "--examples", "9"]) == 0
-    assert capsys.readouterr().out == (
-        "explore examples/double_charge.py:charge-once, seed 1: none of the 9 plans tried made a "
-        "check fail\n"
+    assert main(["explore", "examples/double_charge.py:charge-once", "--budget", "40"]) == 0
+    out = capsys.readouterr().out
+    # A clean result says how much was searched and which windows it entered.
+    assert out.startswith(
+        "explore examples/double_charge.py:charge-once, seed 1: no check failed in 40 worlds in "
     )
+    assert "(the world budget ran out). What was searched:\n" in out
+    assert "  windows entered: " in out
+    assert "× a takeover" in out
+    assert "× HoldLeg" in out

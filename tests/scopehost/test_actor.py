@@ -108,7 +108,7 @@ async def test_a_failing_operation_rolls_back_and_the_actor_keeps_serving(
         with pytest.raises(
             ValidationFailed,
             match=r"^operation is 'no-such-operation', which this scope does not have; "
-            r"it has 'items', 'record'$",
+            r"it has 'items', 'record', 'record_once'$",
         ):
             await stub.invoke("no-such-operation")
         row = new_row("01RUNA")

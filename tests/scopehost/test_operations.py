@@ -1,4 +1,5 @@
-"""Module operations: run by name inside one transaction, with ``record`` and ``items`` built in."""
+"""Module operations: run by name inside one transaction, with ``record``, ``record_once`` and
+``items`` built in."""
 
 from __future__ import annotations
 
@@ -33,6 +34,41 @@ def test_record_appends_rows_with_no_unique_key_and_items_reads_them_back() -> N
         {"seq": 3, "kind": "note", "key": None, "data": ["é", None], "at": at(2)},
     ]
     assert [item["seq"] for item in db.invoke("items", {"kind": "note"}, now=at(3))] == [3]
+
+
+def test_record_once_records_a_key_once_and_says_whether_it_did() -> None:
+    db = open_db()
+    first = db.invoke("record_once", {"kind": "mail", "key": "run-1/send", "data": 1}, now=T0)
+    again = db.invoke("record_once", {"kind": "mail", "key": "run-1/send", "data": 2}, now=at(1))
+    # The same key under another kind is another effect; a plain record does not dedupe.
+    other_kind = db.invoke("record_once", {"kind": "note", "key": "run-1/send"}, now=at(2))
+    plain = db.invoke("record", {"kind": "mail", "key": "run-1/send", "data": 3}, now=at(3))
+
+    assert (first, again, other_kind, plain) == (True, False, True, 3)
+    assert db.invoke("items", {}, now=at(4)) == [
+        {"seq": 1, "kind": "mail", "key": "run-1/send", "data": 1, "at": T0},
+        {"seq": 2, "kind": "note", "key": "run-1/send", "data": None, "at": at(2)},
+        {"seq": 3, "kind": "mail", "key": "run-1/send", "data": 3, "at": at(3)},
+    ]
+    # After a plain record of the key, record_once still finds it there.
+    assert db.invoke("record_once", {"kind": "mail", "key": "run-1/send"}, now=at(5)) is False
+
+
+def test_record_once_finds_a_key_recorded_before_it_ever_ran() -> None:
+    db = open_db()
+    db.invoke("record", {"kind": "mail", "key": "k"}, now=T0)
+
+    assert db.invoke("record_once", {"kind": "mail", "key": "k"}, now=at(1)) is False
+    assert len(db.invoke("items", {}, now=at(2))) == 1
+
+
+def test_record_once_that_fails_leaves_nothing() -> None:
+    db = open_db()
+    with pytest.raises(ValidationFailed, match=r"^args\.data is bytes"):
+        db.invoke("record_once", {"kind": "k", "key": "x", "data": b"x"}, now=T0)
+
+    assert db.invoke("items", {}, now=T0) == []
+    assert db.invoke("record_once", {"kind": "k", "key": "x"}, now=T0) is True
 
 
 def test_record_stores_data_as_compact_json() -> None:
@@ -75,6 +111,16 @@ def test_data_that_is_not_queue_safe_is_refused_and_nothing_is_recorded() -> Non
             r"^args has 'colour', which record does not take; it takes 'kind', 'key', 'data'$",
         ),
         ("items", {"kind": 1}, r"^args\.kind is 1; items needs a str kind \(or None\)$"),
+        (
+            "record_once",
+            {"kind": "k"},
+            r"^args\.key is None; record_once needs a str key$",
+        ),
+        (
+            "record_once",
+            {"kind": "k", "key": "x", "when": 1},
+            r"^args has 'when', which record_once does not take; it takes 'kind', 'key', 'data'$",
+        ),
     ],
 )
 def test_bad_arguments_are_refused_by_name(
@@ -90,7 +136,7 @@ def test_an_unknown_operation_is_refused_by_name_before_anything_runs() -> None:
         ValidationFailed,
         match=(
             r"^operation is 'recrod', which this scope does not have; "
-            r"it has 'items', 'record', 'tally'$"
+            r"it has 'items', 'record', 'record_once', 'tally'$"
         ),
     ):
         db.invoke("recrod", {"kind": "k"}, now=T0)

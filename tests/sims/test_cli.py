@@ -180,7 +180,11 @@ def _printed(out: str, prefix: str) -> list[str]:
 def test_list_of_a_file_names_its_scenarios_first(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "examples/double_charge.py"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == ["double-charge", "charge-once"]
+    assert [line.split()[0] for line in lines] == [
+        "double-charge",
+        "charge-look-first",
+        "charge-once",
+    ]
 
 
 def test_a_users_scenario_runs_writes_its_trace_and_replays_byte_for_byte(

@@ -86,7 +86,11 @@ def test_a_mark_that_never_held_is_named() -> None:
 def test_the_repositorys_examples_are_found_by_the_default_explore(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for world in ("double_charge.py:double-charge", "nightly_invoice.py:nightly-invoice"):
+    for world in (
+        "double_charge.py:double-charge",
+        "double_charge.py:charge-look-first",
+        "nightly_invoice.py:nightly-invoice-look-first",
+    ):
         assert main(["explore", f"{EXAMPLES / world}", "--budget", "120"]) == 1
         out = capsys.readouterr().out
         assert "the smallest failing plan has 1 fault" in out
