@@ -34,7 +34,7 @@ from .faults._plan import (
 )
 from .mutants._catalog import MUTANTS
 from .oracle._checks import TraceChecker, check_trace
-from .oracle._report import CheckReport, Finding
+from .oracle._report import CheckReport, Finding, UserFinding
 from .runners._outcome import Facts, Simulation, replay_command
 from .runners._run import WorldOutcome, WorldSetup, run_world
 from .runners._simulate import WorldError, scenario_names, simulate
@@ -100,6 +100,7 @@ __all__ = [
     "Upstream",
     "UpstreamFailure",
     "UpstreamUnavailable",
+    "UserFinding",
     "World",
     "WorldError",
     "WorldFailed",

@@ -23,6 +23,29 @@ import trio
 TRACE_FORMAT = 2
 
 
+#: The ``kind`` of an effect row in a scope's items: what ``record_effect`` writes.
+EFFECT_KIND = "effect"
+
+
+def effect_recorded(args: Any) -> str | None:
+    """The ``RUN/STEP`` key of the effect an ``invoke`` call's ``args`` record, or None when the
+    call records no effect.
+
+    The ONE definition of an effect, read by the built-in ``effects`` check and by
+    ``effects_in``: a ``record`` row of kind ``effect`` (what ``record_effect`` writes). A
+    ``record`` row of any other kind (a claim, a note) is the job's own bookkeeping, not an effect
+    a second run of a step body would repeat."""
+    if (
+        isinstance(args, list | tuple)
+        and len(args) >= 2
+        and args[0] == "record"
+        and isinstance(args[1], dict)
+        and args[1].get("kind") == EFFECT_KIND
+    ):
+        return str(args[1].get("key"))
+    return None
+
+
 def _line(event: dict[str, Any]) -> str:
     return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 

@@ -228,12 +228,17 @@ def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> No
                 f"last error {run.last_error!r}"
             )
     print("\nchecks:")
-    findings = simulation.report.findings
-    if not findings:
-        print("  every invariant held; nothing overlapped")
-    for finding in findings:
+    report = simulation.report
+    for line in report.check_lines():
+        print(textwrap.fill(line, width=100, subsequent_indent="    ", break_on_hyphens=False))
+    if report.findings:
+        print("\nfindings:")
+    for finding in report.findings:
         print(f"  {finding.line()}")
     print("\nverdict:")
+    # The one sentence every verdict shares (a sweep, a test's failure, the page): the spec's
+    # findings apart from the user's own check's.
+    print(f"  {report.verdict()}")
     for mismatch in simulation.mismatches:
         print(f"  NOT AS DOCUMENTED: {mismatch}")
     unfired = simulation.outcome.unfired

@@ -19,7 +19,7 @@ from typing import Any
 from driver import JOB_ERASED_FINISHED_NOTE, JOB_ERASED_RUNNING_NOTE, iso_from_ms, parse_iso_ms
 
 from .._numbers import ms
-from .._trace import Trace
+from .._trace import Trace, effect_recorded
 from ._conclusions import Conclusions
 from ._model import admission_backoff
 from ._oracle import Oracle
@@ -82,11 +82,16 @@ class TraceChecker(Conclusions):
                         f"(at most {MAX_REPEATS} of one check on one run are)",
                     )
                 )
+        by_check: dict[str, int] = defaultdict(int)
+        for (check, _), seen in self.violations_of.items():
+            by_check[check] += seen
         return CheckReport(
             tuple(self.findings),
             self.oracle.probe_counts(),
             violations_unlisted=sum(self.violations_of.values())
             - sum(1 for finding in self.findings if finding.verdict == "violation"),
+            violations_by_check=tuple(sorted(by_check.items())),
+            settles=settles,
         )
 
     def explained(self, check: str, run: str | None, t: float, text: str) -> None:
@@ -360,8 +365,9 @@ class TraceChecker(Conclusions):
         self._outcome(event, args, commit=True)
 
     def exec_invoke(self, event: dict[str, Any], args: list[Any]) -> None:
-        if args and args[0] == "record" and event.get("result") is not None:
-            key = str(args[1].get("key"))
+        # The one definition of an effect, shared with ``effects_in``: a record of kind effect.
+        key = effect_recorded(args)
+        if key is not None and event.get("result") is not None:
             self.effects[key].append((event["link"], key, event["t"]))
 
     # -- legs, kernel and world events ----------------------------------------------------------

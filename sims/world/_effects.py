@@ -15,10 +15,7 @@ from typing import Any
 
 from driver import JobPassContext
 
-from .._trace import Trace
-
-#: The ``kind`` of an effect row in the scope's items.
-EFFECT_KIND = "effect"
+from .._trace import EFFECT_KIND, Trace, effect_recorded
 
 
 def effect_key(run_id: str, step: str) -> str:
@@ -40,7 +37,9 @@ async def record_effect(ctx: JobPassContext, step: str, *, data: Any = None) -> 
 
 def effects_in(trace: Trace) -> Counter[str]:
     """How many times each effect landed in the world of ``trace``, by ``RUN/STEP`` key (an
-    effect whose reply was lost still landed, and is counted)."""
+    effect whose reply was lost still landed, and is counted). An effect is a ``record`` row of
+    kind ``effect``, what :func:`record_effect` writes; the built-in ``effects`` check counts the
+    same rows (``sims._trace.effect_recorded`` is the one definition)."""
     sent: dict[tuple[str, int], Any] = {}
     landed: Counter[str] = Counter()
     for event in trace.of("rpc.send", "rpc.exec"):
@@ -49,12 +48,7 @@ def effects_in(trace: Trace) -> Counter[str]:
             if event.get("op") == "invoke":
                 sent[where] = event.get("args")
             continue
-        args = sent.pop(where, None)
-        if (
-            args
-            and args[0] == "record"
-            and args[1].get("kind") == EFFECT_KIND
-            and event.get("result") is not None
-        ):
-            landed[str(args[1].get("key"))] += 1
+        key = effect_recorded(sent.pop(where, None))
+        if key is not None and event.get("result") is not None:
+            landed[key] += 1
     return landed
