@@ -60,7 +60,7 @@ from .search._explore import (
 )
 from .timeline._render import render_html, render_terminal, write_timeline
 from .timeline._story import story_lines
-from .world._effects import effect_key, effects_in, record_effect
+from .world._effects import effect_key, effects_at, effects_in, record_effect
 from .world._scheduling import seed_scheduler
 from .world._upstream import Upstream, UpstreamUnavailable
 from .world._world import DriveSpec, SimDrive, World
@@ -112,6 +112,7 @@ __all__ = [
     "describe_failure",
     "draw_plan",
     "effect_key",
+    "effects_at",
     "effects_in",
     "explore_plans",
     "fault_plans",

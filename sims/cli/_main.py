@@ -276,6 +276,8 @@ def _sweep(arguments: argparse.Namespace) -> int:
     seeds = parse_seeds(arguments.seeds)
     mutant = checked_mutant(arguments.mutant)
     jobs = checked_positive(arguments.jobs, "--jobs")
+    if arguments.show < 0:
+        raise UsageError(f"--show {arguments.show} must be 0 or more (how many seeds to list)")
     report = sweep(
         scenario.ref,
         seeds,
@@ -284,7 +286,7 @@ def _sweep(arguments: argparse.Namespace) -> int:
         mutant=mutant,
         progress=progress_bar(sys.stderr) if sys.stderr.isatty() else None,
     )
-    for line in report.lines():
+    for line in report.lines(show=arguments.show):
         print(line)
     return 0 if not report.failing else 1
 

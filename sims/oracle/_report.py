@@ -35,8 +35,8 @@ class Finding:
 
     def line(self) -> str:
         where = f" run {short(self.run)}" if self.run else ""
-        whose = "your check " if self.by_user else ""
-        return f"[{self.verdict}] {whose}{self.check}{where} at {ms(self.t)} ms: {self.text}"
+        whose = " (your check)" if self.by_user else ""
+        return f"[{self.verdict}] {self.check}{where} at {ms(self.t)} ms{whose}: {self.text}"
 
 
 def _at_ms(instance: UserFinding, attribute: attrs.Attribute[float | None], value: object) -> None:
@@ -198,23 +198,12 @@ class CheckReport:
         """The verdict in one sentence, the same in the terminal, a sweep, a test's failure and
         the page: whether the spec was violated, and apart from it, whether a user's own check
         failed (and when), with what the spec's checks explained."""
-        explained = Counter(f.check for f in self.explained)
-        spec = self.violation_count - len(self.user_violations)
-        failed: dict[str, float] = {}
+        failed: dict[str, str] = {}
         for finding in self.user_violations:
-            failed.setdefault(finding.check, finding.t)
-        parts = []
-        if spec:
-            by_check = Counter({c: n for c, n in self.violations_of().items() if c not in failed})
-            parts.append(f"the spec was violated: {plural(spec, 'violation')} ({counts(by_check)})")
-        if failed:
-            parts.append(failed_checks(failed))
-        if not spec:
-            held = "the spec held" if failed else "every check held"
-            if explained:
-                held += f"; the spec's checks explained what happened ({counts(explained)})"
-            parts.append(held)
-        return "; ".join(parts)
+            failed.setdefault(finding.check, f"at {ms(finding.t)} ms")
+        violated = self.violations_of()
+        spec = Counter({c: n for c, n in violated.items() if c not in self.user_checks})
+        return verdict_words(spec, failed, Counter(f.check for f in self.explained))
 
     def check_lines(self) -> Iterator[str]:
         """Every check that ran, the spec's and the user's, with what it found: the ones that
@@ -241,11 +230,23 @@ def counts(by_check: Counter[str]) -> str:
     return ", ".join(f"{count} × {check}" for check, count in ordered)
 
 
-def failed_checks(first_at: dict[str, float]) -> str:
-    """``your check `x` failed at 12 ms`` for each failed check of the user's."""
-    said = [f"`{check}` failed at {ms(t)} ms" for check, t in first_at.items()]
-    whose = "your check" if len(said) == 1 else "your checks"
-    return f"{whose} {' and '.join(said)}"
+def verdict_words(spec: Counter[str], failed: dict[str, str], explained: Counter[str]) -> str:
+    """The verdict's sentence, from the spec's violations by check, the user's checks that
+    failed with when (``at 12 ms``, ``in 3 of 5 seeds``), and what the spec's checks explained:
+    "the spec was violated" only when one of the spec's checks was."""
+    parts = []
+    total = sum(spec.values())
+    if total:
+        parts.append(f"the spec was violated: {plural(total, 'violation')} ({counts(spec)})")
+    if failed:
+        said = [f"`{check}` failed {when}" for check, when in failed.items()]
+        parts.append(f"{'your check' if len(said) == 1 else 'your checks'} {' and '.join(said)}")
+    if not total:
+        held = "the spec held" if failed else "every check held"
+        if explained:
+            held += f"; the spec's checks explained what happened ({counts(explained)})"
+        parts.append(held)
+    return "; ".join(parts)
 
 
 def short(run_id: str | None) -> str:

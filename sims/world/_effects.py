@@ -40,8 +40,15 @@ def effects_in(trace: Trace) -> Counter[str]:
     effect whose reply was lost still landed, and is counted). An effect is a ``record`` row of
     kind ``effect``, what :func:`record_effect` writes; the built-in ``effects`` check counts the
     same rows (``sims._trace.effect_recorded`` is the one definition)."""
+    return Counter({key: len(times) for key, times in effects_at(trace).items()})
+
+
+def effects_at(trace: Trace) -> dict[str, list[float]]:
+    """When each effect landed in the world of ``trace`` (virtual ms, in order), by ``RUN/STEP``
+    key: the times a check gives its findings (``UserFinding(at_ms=...)``), so that the page
+    marks the second effect where it landed."""
     sent: dict[tuple[str, int], Any] = {}
-    landed: Counter[str] = Counter()
+    landed: dict[str, list[float]] = {}
     for event in trace.of("rpc.send", "rpc.exec"):
         where = (event["link"], event["seq"])
         if event["ev"] == "rpc.send":
@@ -50,5 +57,5 @@ def effects_in(trace: Trace) -> Counter[str]:
             continue
         key = effect_recorded(sent.pop(where, None))
         if key is not None and event.get("result") is not None:
-            landed[key] += 1
+            landed.setdefault(key, []).append(event["t"])
     return landed

@@ -171,7 +171,8 @@ def test_a_world_that_raises_in_a_worker_process_stops_the_sweep_with_its_line(
         check=False,
     )
     expected = (
-        f"scenario {path}:raises raised at {path}:13 with seed 0: Refusal: 7: the check itself "
+        f"check broken-check of scenario {path}:raises raised at {path}:13 with seed 0: Refusal: "
+        "7: the check itself "
         "broke"
     )
     assert done.returncode == 2, done.stderr
@@ -222,7 +223,8 @@ def test_a_world_that_raises_stops_the_sweep_where_pickle_carries_causes(tmp_pat
         check=False,
     )
     assert done.stdout == (
-        f"scenario {path}:raises raised at {path}:13 with seed 0: Refusal: 7: the check itself "
+        f"check broken-check of scenario {path}:raises raised at {path}:13 with seed 0: Refusal: "
+        "7: the check itself "
         "broke\n"
     ), done.stderr
 

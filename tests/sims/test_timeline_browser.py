@@ -136,7 +136,7 @@ def test_each_violation_is_drawn(browser: Browser, tmp_path: Path, name: str) ->
         assert finding.text in words
         assert finding.check in words
     verdict = tab.eval("document.getElementById('verdict').textContent")
-    assert verdict.startswith(f"VIOLATED — {len(violations)} invariant violation")
+    assert verdict.startswith(f"VIOLATED — the spec was violated: {len(violations)} violation")
 
 
 def test_zoom_and_pan(browser: Browser, tmp_path: Path) -> None:
