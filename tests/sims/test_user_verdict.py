@@ -195,3 +195,18 @@ def test_a_bad_plan_in_a_users_file_reads_as_a_built_in_ones(
     assert err.startswith("error: fault DropLeg(drive='crom', ")
     assert "cannot strike: the world has no drive 'crom'" in err
     assert "raised" not in err
+
+
+def test_the_story_says_a_retrying_pass_failed_and_why_a_charged_attempt_is_cleared() -> None:
+    from sims.timeline._story import story_lines
+
+    failed = "\n".join(story_lines(simulate(FAILS, 1).outcome.trace.events))
+    assert "ends retrying — the pass FAILED; the run is tried again when due" in failed
+    takeover = [
+        line
+        for seed in range(3)
+        for line in story_lines(simulate("random", seed).outcome.trace.events, limit=10**6)
+        if "takes over run" in line
+    ]
+    assert takeover
+    assert all("a commit resets attempts to 0" in line for line in takeover)
