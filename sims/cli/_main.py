@@ -236,9 +236,6 @@ def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> No
     for finding in report.findings:
         print(f"  {finding.line()}")
     print("\nverdict:")
-    # The one sentence every verdict shares (a sweep, a test's failure, the page): the spec's
-    # findings apart from the user's own check's.
-    print(f"  {report.verdict()}")
     for mismatch in simulation.mismatches:
         print(f"  NOT AS DOCUMENTED: {mismatch}")
     unfired = simulation.outcome.unfired
@@ -265,6 +262,9 @@ def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> No
             print(f"  {violations}, and faults of the given plan that never fired")
         else:
             print(f"  {violations}")
+    # The one sentence every verdict shares (a sweep, a test's failure, the page): the spec's
+    # findings apart from the user's own check's.
+    print(f"  checks: {report.verdict()}")
     print(f"  replay with: {simulation.replay_command}")
 
 
