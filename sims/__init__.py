@@ -39,7 +39,7 @@ from .faults._plan import (
 )
 from .mutants._catalog import MUTANTS
 from .oracle._checks import TraceChecker, check_trace
-from .oracle._report import CheckReport, Finding
+from .oracle._report import CheckReport, Finding, UserFinding
 from .runners._outcome import Facts, Simulation, replay_command
 from .runners._run import WorldOutcome, WorldSetup, run_world
 from .runners._simulate import WorldError, scenario_names, simulate
@@ -68,7 +68,13 @@ from .search._explore import (
 from .search._shrink import shrink_plan
 from .timeline._render import render_html, render_terminal, write_timeline
 from .timeline._story import story_lines
-from .world._effects import effect_key, effects_in, record_effect, record_effect_once
+from .world._effects import (
+    effect_key,
+    effects_at,
+    effects_in,
+    record_effect,
+    record_effect_once,
+)
 from .world._fence import DriveKilled
 from .world._marks import sometimes
 from .world._scheduling import seed_scheduler
@@ -116,6 +122,7 @@ __all__ = [
     "Upstream",
     "UpstreamFailure",
     "UpstreamUnavailable",
+    "UserFinding",
     "World",
     "WorldError",
     "WorldFailed",
@@ -127,6 +134,7 @@ __all__ = [
     "describe_failure",
     "draw_plan",
     "effect_key",
+    "effects_at",
     "effects_in",
     "explore_plans",
     "fault_plans",

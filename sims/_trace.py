@@ -31,6 +31,33 @@ def trace_format(begin: dict[str, Any]) -> int:
     return TRACE_FORMAT if "world_sha256" in begin else 2
 
 
+#: The ``kind`` of an effect row in a scope's items: what ``record_effect`` writes.
+EFFECT_KIND = "effect"
+
+
+def effect_recorded(args: Any, result: Any) -> str | None:
+    """The ``RUN/STEP`` key of the effect an executed ``invoke`` call wrote, given the call's
+    ``args`` and what it returned, or None when it wrote no effect.
+
+    The ONE definition of an effect, read by the built-in ``effects`` check, by ``effects_in`` and
+    by the timeline: a row of kind ``effect`` written by ``record`` (what ``record_effect``
+    writes) or by a ``record_once`` that answered True (``record_effect_once``: one that answered
+    False found the key there and wrote nothing). A row of any other kind (a claim, a note) is the
+    job's own bookkeeping, not an effect a second run of a step body would repeat."""
+    if not (
+        isinstance(args, list | tuple)
+        and len(args) >= 2
+        and isinstance(args[1], dict)
+        and args[1].get("kind") == EFFECT_KIND
+    ):
+        return None
+    if (args[0] == "record" and result is not None) or (
+        args[0] == "record_once" and result is True
+    ):
+        return str(args[1].get("key"))
+    return None
+
+
 def _line(event: dict[str, Any]) -> str:
     return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 

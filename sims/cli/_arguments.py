@@ -14,6 +14,7 @@ from typing import Any
 from .._numbers import whole_number
 from ..faults._plan import FAULT_KINDS, FaultPlan, plan_from_text
 from ..mutants._catalog import MUTANTS
+from ..runners._sweep import SHOWN_SEEDS
 from ..search._explore import DEFAULT_SECONDS, DEFAULT_WORLDS
 from ._conformance import add_conformance_command
 
@@ -162,6 +163,14 @@ def _add_sweep(commands: Any) -> None:
         help="run the seeds as tasks on this Dask distributed cluster (needs the dask extra)",
     )
     sweep_.add_argument("--mutant", metavar="M", help="sweep a deliberately broken store")
+    sweep_.add_argument(
+        "--show",
+        type=whole_number,
+        default=SHOWN_SEEDS,
+        metavar="N",
+        help=f"list at most N failing seeds with their commands (default {SHOWN_SEEDS}); the "
+        "counts by check cover every seed",
+    )
 
 
 def _add_replay(commands: Any) -> None:

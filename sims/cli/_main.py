@@ -237,10 +237,12 @@ def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> No
                 f"last error {run.last_error!r}"
             )
     print("\nchecks:")
-    findings = simulation.report.findings
-    if not findings:
-        print("  every invariant held; nothing overlapped")
-    for finding in findings:
+    report = simulation.report
+    for line in report.check_lines():
+        print(textwrap.fill(line, width=100, subsequent_indent="    ", break_on_hyphens=False))
+    if report.findings:
+        print("\nfindings:")
+    for finding in report.findings:
         print(f"  {finding.line()}")
     print("\nverdict:")
     for mismatch in simulation.mismatches:
@@ -269,6 +271,9 @@ def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> No
             print(f"  {violations}, and faults of the given plan that never fired")
         else:
             print(f"  {violations}")
+    # The one sentence every verdict shares (a sweep, a test's failure, the page): the spec's
+    # findings apart from the user's own check's.
+    print(f"  checks: {report.verdict()}")
     print(f"  replay with: {simulation.replay_command}")
 
 
@@ -280,6 +285,8 @@ def _sweep(arguments: argparse.Namespace) -> int:
     seeds = parse_seeds(arguments.seeds)
     mutant = checked_mutant(arguments.mutant)
     jobs = checked_positive(arguments.jobs, "--jobs")
+    if arguments.show < 0:
+        raise UsageError(f"--show {arguments.show} must be 0 or more (how many seeds to list)")
     report = sweep(
         scenario.ref,
         seeds,
@@ -288,7 +295,7 @@ def _sweep(arguments: argparse.Namespace) -> int:
         mutant=mutant,
         progress=progress_bar(sys.stderr) if sys.stderr.isatty() else None,
     )
-    for line in report.lines():
+    for line in report.lines(show=arguments.show):
         print(line)
     return 0 if not report.failing else 1
 

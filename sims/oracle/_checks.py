@@ -19,7 +19,7 @@ from typing import Any
 from driver import iso_from_ms, parse_iso_ms
 
 from .._numbers import ms
-from .._trace import Trace
+from .._trace import Trace, effect_recorded
 from ._conclusions import Conclusions
 from ._model import admission_backoff
 from ._oracle import Oracle
@@ -83,11 +83,16 @@ class TraceChecker(Conclusions):
                         f"(at most {MAX_REPEATS} of one check on one run are)",
                     )
                 )
+        by_check: dict[str, int] = defaultdict(int)
+        for (check, _), seen in self.violations_of.items():
+            by_check[check] += seen
         return CheckReport(
             tuple(self.findings),
             self.oracle.probe_counts(),
             violations_unlisted=sum(self.violations_of.values())
             - sum(1 for finding in self.findings if finding.verdict == "violation"),
+            violations_by_check=tuple(sorted(by_check.items())),
+            settles=settles,
         )
 
     def explained(self, check: str, run: str | None, t: float, text: str) -> None:
@@ -361,14 +366,9 @@ class TraceChecker(Conclusions):
         self._outcome(event, args, commit=True)
 
     def exec_invoke(self, event: dict[str, Any], args: list[Any]) -> None:
-        # An effect row was written: by any ``record``, or by a ``record_once`` that found its key
-        # new (True); one that found it already there (False) wrote nothing.
-        result = event.get("result")
-        if args and (
-            (args[0] == "record" and result is not None)
-            or (args[0] == "record_once" and result is True)
-        ):
-            key = str(args[1].get("key"))
+        # The one definition of an effect, shared with ``effects_in`` and the timeline.
+        key = effect_recorded(args, event.get("result"))
+        if key is not None:
             self.effects[key].append((event["link"], key, event["t"]))
 
     # -- legs, kernel and world events ----------------------------------------------------------

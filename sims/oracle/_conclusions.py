@@ -104,7 +104,9 @@ class Conclusions:
     def classify_overlap(self, run_id: str, stale: Pass, fresh: Pass) -> None:
         assert stale.invoke_t is not None
         assert fresh.invoke_t is not None
-        start = min(stale.invoke_t, fresh.invoke_t)
+        # The finding is placed where the two handlers first run at once (the later of their
+        # starts), which is where the page draws the double run's band, not at either start.
+        start = max(stale.invoke_t, fresh.invoke_t)
         both = (
             f"double run: pass {short(stale.owner)} (drive {stale.drive}) ran the handler from "
             f"{ms(stale.invoke_t)} to {ms(end_of(stale, self.end_t))} ms and pass "

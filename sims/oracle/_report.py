@@ -1,13 +1,22 @@
 """What a check reports: findings (a violation of the spec, or an overlap it allows, explained),
-in sentences, and the report of a whole world with the coverage probes it hit."""
+in sentences, and the report of a whole world with the coverage probes it hit.
+
+A finding is the spec's (one of :data:`SPEC_CHECKS`) or a user's own check's (``by_user``). The
+two are told apart in every verdict (:meth:`CheckReport.verdict`): a user's check that fails in a
+world where the spec's checks held, or explained what happened, is a bug in the user's handler,
+not in the store or the kernel, and a reader must not take it for one.
+"""
 
 from __future__ import annotations
 
+import math
+from collections import Counter
+from collections.abc import Iterator
 from typing import Literal
 
 import attrs
 
-from .._numbers import ms
+from .._numbers import ms, plural
 
 Verdict = Literal["violation", "explained"]
 
@@ -21,10 +30,110 @@ class Finding:
     run: str | None
     t: float
     text: str
+    #: True for a finding of a user's own check (a scenario's ``checks``), not the spec's.
+    by_user: bool = attrs.field(default=False, kw_only=True)
 
     def line(self) -> str:
         where = f" run {short(self.run)}" if self.run else ""
-        return f"[{self.verdict}] {self.check}{where} at {ms(self.t)} ms: {self.text}"
+        whose = " (your check)" if self.by_user else ""
+        return f"[{self.verdict}] {self.check}{where} at {ms(self.t)} ms{whose}: {self.text}"
+
+
+def _at_ms(instance: UserFinding, attribute: attrs.Attribute[float | None], value: object) -> None:
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ValueError(
+            f"UserFinding at_ms={value!r} is not a time; give the virtual time in ms at which "
+            "it happened (a number >= 0, e.g. an event's event['t']), or leave it out"
+        )
+
+
+def _text(instance: UserFinding, attribute: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str):
+        raise ValueError(
+            f"UserFinding text={value!r} is not a string; say what went wrong in words"
+        )
+
+
+def _run(instance: UserFinding, attribute: attrs.Attribute[str | None], value: object) -> None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(
+            f"UserFinding run={value!r} is not a run id; give the run's id (a string, e.g. "
+            "event['run']), or leave it out"
+        )
+
+
+@attrs.frozen
+class UserFinding:
+    """One finding of a user's own check, with when it happened and on which run.
+
+    A check may return these alongside plain strings: a string is placed at the end of the world;
+    a ``UserFinding`` at ``at_ms`` (the virtual time of the event that broke the rule, e.g. the
+    second effect) and on ``run``, so that the page marks it where it happened."""
+
+    text: str = attrs.field(validator=_text)
+    at_ms: float | None = attrs.field(default=None, kw_only=True, validator=_at_ms)
+    run: str | None = attrs.field(default=None, kw_only=True, validator=_run)
+
+
+#: Every check of the spec's, by the name its findings carry (``docs/checks.md`` says each rule):
+#: the store model's, the kernel model's and the invariant checks over the whole trace.
+SPEC_CHECKS: tuple[str, ...] = (
+    *(
+        f"store-{operation}"
+        for operation in (
+            "start_or_join",
+            "due_keys",
+            "claim",
+            "begin",
+            "miss",
+            "patch",
+            "commit_pass",
+            "begin_step",
+            "record_step",
+            "list",
+            "shred_subject",
+            "export_dump",
+            "import_dump",
+            "rows",
+            "steps",
+        )
+    ),
+    "fresh-owner",
+    "drive-selection",
+    "drive-passes",
+    "lease-ms",
+    "begin-admission",
+    "begin-margin",
+    "takeover",
+    "takeover-exhausted",
+    "step-boundary",
+    "step-memo",
+    "step-record",
+    "pass-outcome",
+    "drive-report",
+    "payload-refused",
+    "start-row",
+    "join-returns-live",
+    "join-subject",
+    "handler-iff-begin",
+    "double-run",
+    "one-live-run-per-key",
+    "claim-only-when-due",
+    "no-write-after-lease-lost",
+    "attempts-charged",
+    "admission-misses",
+    "ledger-one-pass",
+    "failed-without-invocation",
+    "effects",
+    "runs-settle",
+)
 
 
 @attrs.frozen
@@ -35,6 +144,13 @@ class CheckReport:
     #: Violations counted past the repeat cap beyond the one line that reports them: what the
     #: listed findings leave out (0 for a report built by hand, or where nothing repeated).
     violations_unlisted: int = 0
+    #: How many violations each check had, listed or not, by check (empty for a report built by
+    #: hand: the listed findings are counted instead).
+    violations_by_check: tuple[tuple[str, int], ...] = ()
+    #: The names of the user's own checks that ran on the world, in the scenario's order.
+    user_checks: tuple[str, ...] = ()
+    #: Whether ``runs-settle`` ran: only on a world whose scenario says every run must end.
+    settles: bool = True
 
     @property
     def violation_count(self) -> int:
@@ -56,6 +172,81 @@ class CheckReport:
 
     def explained_of(self, check: str) -> int:
         return sum(1 for f in self.explained if f.check == check)
+
+    @property
+    def spec_violations(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.violations if not f.by_user)
+
+    @property
+    def user_violations(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.violations if f.by_user)
+
+    def violations_of(self) -> Counter[str]:
+        """How many violations each check had (the spec's counted past the repeat cap)."""
+        counted: Counter[str] = Counter(dict(self.violations_by_check))
+        if not counted:
+            counted.update(f.check for f in self.spec_violations)
+        counted.update(f.check for f in self.user_violations)
+        return counted
+
+    @property
+    def spec_checks(self) -> tuple[str, ...]:
+        """The spec's checks that ran on this world."""
+        return tuple(c for c in SPEC_CHECKS if self.settles or c != "runs-settle")
+
+    def verdict(self) -> str:
+        """The verdict in one sentence, the same in the terminal, a sweep, a test's failure and
+        the page: whether the spec was violated, and apart from it, whether a user's own check
+        failed (and when), with what the spec's checks explained."""
+        failed: dict[str, str] = {}
+        for finding in self.user_violations:
+            failed.setdefault(finding.check, f"at {ms(finding.t)} ms")
+        violated = self.violations_of()
+        spec = Counter({c: n for c, n in violated.items() if c not in self.user_checks})
+        return verdict_words(spec, failed, Counter(f.check for f in self.explained))
+
+    def check_lines(self) -> Iterator[str]:
+        """Every check that ran, the spec's and the user's, with what it found: the ones that
+        found something one line each, the ones that held named together."""
+        violated = self.violations_of()
+        explained = Counter(f.check for f in self.explained)
+        held = [c for c in self.spec_checks if not violated[c] and not explained[c]]
+        for check in self.spec_checks:
+            if violated[check]:
+                yield f"  {check}: VIOLATED ({plural(violated[check], 'violation')})"
+            elif explained[check]:
+                yield f"  {check}: explained ({explained[check]} × allowed by the spec)"
+        yield f"  the spec's other {plural(len(held), 'check')} held: {', '.join(held)}"
+        for check in self.user_checks:
+            if violated[check]:
+                yield f"  your check {check}: FAILED ({plural(violated[check], 'finding')})"
+            else:
+                yield f"  your check {check}: held"
+
+
+def counts(by_check: Counter[str]) -> str:
+    """``2 × effects, 1 × double-run``: most first, then by name."""
+    ordered = sorted(by_check.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{count} × {check}" for check, count in ordered)
+
+
+def verdict_words(spec: Counter[str], failed: dict[str, str], explained: Counter[str]) -> str:
+    """The verdict's sentence, from the spec's violations by check, the user's checks that
+    failed with when (``at 12 ms``, ``in 3 of 5 seeds``), and what the spec's checks explained:
+    "the spec was violated" only when one of the spec's checks was."""
+    parts = []
+    total = sum(spec.values())
+    if total:
+        parts.append(f"the spec was violated: {plural(total, 'violation')} ({counts(spec)})")
+    if failed:
+        said = [f"`{check}` failed {when}" for check, when in failed.items()]
+        parts.append(f"{'your check' if len(said) == 1 else 'your checks'} {' and '.join(said)}")
+    if not total:
+        held = "the spec held" if failed else "every check held"
+        if explained:
+            held += f"; the spec's checks explained what happened ({counts(explained)})"
+        parts.append(held)
+    return "; ".join(parts)
 
 
 def short(run_id: str | None) -> str:

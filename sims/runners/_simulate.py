@@ -11,9 +11,10 @@ import attrs
 
 from scopehost import DatabaseFactory
 
+from .._numbers import ms
 from .._seeds import require_seed
 from .._trace import Trace
-from ..faults._check import unfired_line
+from ..faults._check import PlanError, unfired_line
 from ..faults._plan import FaultPlan
 from ..mutants._catalog import MUTANTS
 from ..oracle._report import CheckReport, Finding
@@ -25,6 +26,7 @@ from ..scenarios._registry import (
     display_path,
     find_scenario,
     loaded_world_sha256,
+    returned_findings,
     returned_lines,
 )
 from ._outcome import Simulation
@@ -135,6 +137,10 @@ def _users_code(scenario: Scenario, seed: int) -> Iterator[None]:
     """What a user's scenario raises inside, as a :class:`WorldError`."""
     try:
         yield
+    except PlanError:
+        # A plan that does not fit its world is the plan's mistake, not a crash of the user's
+        # code: said in the one line a built-in scenario's plan gets (docs/fault-plans.md).
+        raise
     except Exception as error:
         if scenario.source is None:
             raise  # the simulator's own scenario: a bug of ours, and its traceback is wanted
@@ -149,6 +155,11 @@ class WorldError(ValueError):
     error: BaseException | None
 
     def __init__(self, scenario: Scenario, seed: int, error: BaseException) -> None:
+        subject = f"scenario {scenario.ref}"
+        if isinstance(error, CheckRaised):
+            # A check that raised is named: the scenario's drive ran, its world is whole.
+            subject = f"check {error.name} of scenario {scenario.ref}"
+            error = error.error
         self.error = _innermost(error)
         where = ""
         if scenario.source is not None:
@@ -156,8 +167,7 @@ class WorldError(ValueError):
             if lines:
                 where = f" at {display_path(scenario.source)}:{lines[-1]}"
         super().__init__(
-            f"scenario {scenario.ref} raised{where} with seed {seed}: "
-            f"{type(self.error).__name__}: {self.error}"
+            f"{subject} raised{where} with seed {seed}: {type(self.error).__name__}: {self.error}"
         )
 
 
@@ -178,14 +188,48 @@ def _frames(error: BaseException) -> list[tuple[str, int]]:
 
 
 def with_user_checks(report: CheckReport, scenario: Scenario, trace: Trace) -> CheckReport:
-    """``report`` with what ``scenario``'s own checks find in ``trace`` added."""
+    """``report`` with what ``scenario``'s own checks find in ``trace`` added, each finding
+    marked as the user's and placed where its :class:`UserFinding` says (a plain string at the
+    world's end)."""
     if not scenario.checks:
         return report
     end = trace.events[-1]["t"] if trace.events else 0.0
     found: list[Finding] = []
+    names: list[str] = []
     for check in scenario.checks:
-        name = getattr(check, "__name__", "user-check").replace("_", "-")
-        for text in returned_lines("check", check, check(trace)):
-            found.append(Finding(name, "violation", None, end, text))
+        name = check_name(check)
+        names.append(name)
+        try:
+            returned = check(trace)
+        except Exception as error:
+            raise CheckRaised(name, error) from error
+        for item in returned_findings("check", check, returned):
+            if isinstance(item, str):
+                found.append(Finding(name, "violation", None, end, item, by_user=True))
+                continue
+            at = end if item.at_ms is None else item.at_ms
+            if at > end:
+                raise ValueError(
+                    f"check {name} returned UserFinding(at_ms={item.at_ms!r}), after the world "
+                    f"ended at {ms(end)} ms; give the time of the event that broke the rule "
+                    "(its event['t'])"
+                )
+            found.append(Finding(name, "violation", item.run, at, item.text, by_user=True))
     # evolve, not a new report: the probes (and anything else the checks found) are kept.
-    return attrs.evolve(report, findings=(*report.findings, *found))
+    return attrs.evolve(
+        report, findings=(*report.findings, *found), user_checks=(*report.user_checks, *names)
+    )
+
+
+def check_name(check: Callable[..., Any]) -> str:
+    """How a user's check is named in its findings: its function's name, dashed."""
+    return str(getattr(check, "__name__", "user-check")).replace("_", "-")
+
+
+class CheckRaised(Exception):
+    """A user's check raised: carries the check's name to :class:`WorldError`, which names it."""
+
+    def __init__(self, name: str, error: Exception) -> None:
+        super().__init__(name, error)
+        self.name = name
+        self.error = error

@@ -21,6 +21,7 @@ from .._seeds import sweep_seeds
 from ..faults._plan import NO_FAULTS
 from ..mutants._catalog import MUTANTS
 from ..oracle._probes import probe_lines
+from ..oracle._report import verdict_words
 from ..scenarios._registry import ScenarioRef, find_scenario
 from ._dask import run_on_cluster
 from ._outcome import explore_command, replay_command
@@ -34,6 +35,10 @@ _SHOWN_PER_SEED = 3
 #: Besides every failing seed, one seed in this many is run twice and its traces compared: a
 #: handler that reads random, the wall clock or state from an earlier world shows there.
 RERUN_EVERY = 20
+
+#: How many failing seeds a sweep's report lists by default (``--show N``); the rest are counted,
+#: and every one of them is in the counts by check above the list.
+SHOWN_SEEDS = 10
 
 
 @attrs.frozen
@@ -55,6 +60,10 @@ class SeedSummary:
     rerun: bool = False
     #: Where the world, run again, gave another trace (uncontrolled nondeterminism), or "".
     nondeterministic: str = ""
+    #: How many violations each check had in this seed's world (the spec's and the user's).
+    violated: tuple[tuple[str, int], ...] = ()
+    #: The names of the scenario's own checks (the user's), which ran on this world.
+    user_checks: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -78,7 +87,31 @@ class SweepReport:
     def replay_command(self, seed: int) -> str:
         return replay_command(self.scenario, seed, mutant=self.mutant)
 
-    def lines(self) -> Iterator[str]:
+    def verdict(self) -> str:
+        """The verdict's sentence, in the words of a single run's: the spec's violations apart
+        from the user's checks that failed, and in how many seeds."""
+        user = {check for s in self.seeds for check in s.user_checks}
+        spec: Counter[str] = Counter()
+        seeds_failing: Counter[str] = Counter()
+        for summary in self.seeds:
+            for check, count in summary.violated:
+                if check in user:
+                    seeds_failing[check] += 1
+                else:
+                    spec[check] += count
+        failed = {
+            check: f"in {seeds_failing[check]} of {plural(len(self.seeds), 'seed')}"
+            for check in sorted(seeds_failing)
+        }
+        explained = Counter(check for s in self.seeds for check in s.explained)
+        return verdict_words(spec, failed, explained)
+
+    def lines(self, *, show: int = SHOWN_SEEDS) -> Iterator[str]:
+        """The report: the headline, the verdict, violations and explained findings by check,
+        the probes, faults that never fired, then at most ``show`` failing seeds with the
+        command that runs each again."""
+        if type(show) is not int or show < 0:
+            raise ValueError(f"show={show!r}; pass how many failing seeds to list, 0 or more")
         total = len(self.seeds)
         rate = total / self.seconds if self.seconds else float("inf")
         yield (
@@ -86,6 +119,8 @@ class SweepReport:
             f"{plural(total, 'seed')} in {self.seconds:.1f} s ({rate:.1f} seeds/s), "
             f"{total - len(self.failing)} as documented, {len(self.failing)} not"
         )
+        yield f"  verdict: {self.verdict()}"
+        yield from self._violation_lines()
         explained = Counter(check for s in self.seeds for check in s.explained)
         for check, count in sorted(explained.items()):
             yield f"  explained by the spec: {count} × {check}"
@@ -96,7 +131,8 @@ class SweepReport:
             f"{RERUN_EVERY} others), {sum(1 for s in self.seeds if s.nondeterministic)} differed"
         )
         yield from self._unfired_lines()
-        for summary in self.failing:
+        failing = self.failing
+        for summary in failing[:show]:
             yield f"  seed {summary.seed}: {self.replay_command(summary.seed)}"
             found = (*summary.violations, *summary.mismatches)
             for text in found[:_SHOWN_PER_SEED]:
@@ -112,6 +148,27 @@ class SweepReport:
                     "      to shrink its plan: "
                     + explore_command(self.scenario, summary.seed, summary.plan, self.mutant)
                 )
+        if len(failing) > show:
+            left = len(failing) - show
+            yield (
+                f"  … and {plural(left, 'more failing seed')}, not listed (--show {show} lists "
+                f"{show}): --show {len(failing)} lists them all, and each seed's command above "
+                "runs it again"
+            )
+
+    def _violation_lines(self) -> Iterator[str]:
+        """Violations by check, and in how many seeds: a sweep of many failing seeds is read
+        here first, not seed by seed."""
+        user = {check for s in self.seeds for check in s.user_checks}
+        found: Counter[str] = Counter()
+        where: Counter[str] = Counter()
+        for summary in self.seeds:
+            for check, count in summary.violated:
+                found[check] += count
+                where[check] += 1
+        for check, count in sorted(found.items(), key=lambda item: (-item[1], item[0])):
+            whose = "your check" if check in user else "the spec's check"
+            yield f"  violations: {count} × {check} ({whose}) in {plural(where[check], 'seed')}"
 
     def _unfired_lines(self) -> Iterator[str]:
         """How many faults never fired, in how many seeds, by kind: a fault that never fires
@@ -154,6 +211,8 @@ def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
         rpcs=simulation.facts.count("rpc.exec"),
         probes=report.probes,
         unfired=tuple(type(fault).__name__ for fault in simulation.outcome.unfired),
+        violated=tuple(sorted(report.violations_of().items())),
+        user_checks=report.user_checks,
     )
 
 

@@ -35,6 +35,8 @@ def describe_failure(simulation: Simulation, *, story_limit: int = 60) -> str:
     ]
     lines += [f"  {finding.line()}" for finding in simulation.report.violations]
     lines += [f"  NOT AS DOCUMENTED: {text}" for text in simulation.mismatches]
+    # The same sentence as run's, a sweep's and the page's verdict.
+    lines.append(f"verdict: {simulation.report.verdict()}")
     lines.append("story:")
     lines += list(story_lines(simulation.outcome.trace.events, limit=story_limit))
     lines.append(f"replay with: {simulation.replay_command}")

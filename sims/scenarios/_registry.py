@@ -30,6 +30,7 @@ from ..faults._plan import (
     NO_FAULTS,
     FaultPlan,
 )
+from ..oracle._report import UserFinding
 from ..runners._outcome import Simulation
 from ..runners._run import WorldSetup
 from ..world._world import World
@@ -42,13 +43,16 @@ Drive = Callable[[World], Awaitable[None]]
 #: What a scenario promises about a finished world: the ways the outcome differs (empty = as
 #: documented). Not asserted when a plan replaces the scenario's own.
 Expectation = Callable[[Simulation], Iterable[str]]
-#: A user's own check over a finished world's trace: one line per violation (empty = it held).
-TraceCheck = Callable[[Trace], Iterable[str]]
+#: A user's own check over a finished world's trace: one finding per violation, a string or a
+#: :class:`UserFinding` (which says when it happened, and on which run); empty = it held. Typed
+#: loosely (what it returns is checked when it runs), so that code written when a check returned
+#: strings alone reads its findings as it did.
+TraceCheck = Callable[[Trace], Iterable[Any]]
 
 #: What a check and an expect must return, said in the error when one returns anything else.
 _CONTRACTS = {
-    "check": "a check must return its violations as a list (or any iterable) of strings, one "
-    "per violation, and an empty list when it held",
+    "check": "a check must return its violations as a list (or any iterable) of strings or "
+    "sims.UserFinding values, one per violation, and an empty list when it held",
     "expect": "an expect must return the ways the world differs from what the scenario "
     "documents as a list (or any iterable) of strings, and an empty list when it is as "
     "documented",
@@ -56,6 +60,15 @@ _CONTRACTS = {
 
 
 def returned_lines(kind: str, function: Callable[..., Any], returned: object) -> list[str]:
+    """The lines an expect returned (see :func:`returned_findings`)."""
+    lines = returned_findings(kind, function, returned)
+    assert all(isinstance(line, str) for line in lines)
+    return [line for line in lines if isinstance(line, str)]
+
+
+def returned_findings(
+    kind: str, function: Callable[..., Any], returned: object
+) -> list[str | UserFinding]:
     """The lines a check or an expect (``kind``) returned, or a TypeError that names the function,
     what it returned and what it must return.
 
@@ -70,14 +83,22 @@ def returned_lines(kind: str, function: Callable[..., Any], returned: object) ->
         )
     elif isinstance(returned, Iterable) and not isinstance(returned, bytes | bytearray):
         lines = list(returned)
-        wrong = [(index, line) for index, line in enumerate(lines) if not isinstance(line, str)]
+        # Only a check may give a finding its time and run; an expect's lines are words alone.
+        allowed: tuple[type, ...] = (str, UserFinding) if kind == "check" else (str,)
+        wrong = [(index, line) for index, line in enumerate(lines) if not isinstance(line, allowed)]
         if not wrong:
             # A set's order is its strings' hashes, which differ from process to process: read
             # as it comes, the same world would list its findings in another order elsewhere.
-            return sorted(lines) if isinstance(returned, set | frozenset) else lines
+            return sorted(lines, key=_order) if isinstance(returned, set | frozenset) else lines
         index, line = wrong[0]
-        shown = f"{shown}, whose item {index} is {_shown(line)}, not a string"
+        what = "a string or a sims.UserFinding" if kind == "check" else "a string"
+        shown = f"{shown}, whose item {index} is {_shown(line)}, not {what}"
     raise TypeError(f"{kind} {_function_place(function)} returned {shown}; {_CONTRACTS[kind]}")
+
+
+def _order(line: str | UserFinding) -> tuple[str, str]:
+    """Strings by themselves, findings after them by their text and time."""
+    return ("", line) if isinstance(line, str) else ("~", repr(line))
 
 
 def _shown(value: object) -> str:

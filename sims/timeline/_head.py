@@ -95,14 +95,18 @@ def _plural(count: int, word: str) -> str:
 
 
 def verdict_html(facts: PageFacts) -> str:
-    violations = facts.report.violations
+    report = facts.report
     lines: list[str] = []
-    if violations:
-        text = (
-            f"{_plural(len(violations), 'invariant violation')}: this trace does something the "
-            "spec does not allow"
-        )
+    if report.spec_violations or report.violations_unlisted:
+        # The same sentence as the terminal's, a sweep's and a test's failure.
+        text = report.verdict()
         lines.append(f'<p class="verdict bad" id="verdict">VIOLATED — {_e(text)}</p>')
+    elif report.user_violations:
+        # The spec held: what failed is the user's own check, a bug in the user's handler (or
+        # the check), not in the store or the kernel.
+        lines.append(
+            f'<p class="verdict bad" id="verdict">YOUR CHECK FAILED — {_e(report.verdict())}</p>'
+        )
     elif facts.mismatches:
         lines.append(
             '<p class="verdict bad" id="verdict">NOT AS DOCUMENTED — no invariant violated, but '
@@ -174,10 +178,12 @@ def _world_html(model: Timeline, trace: Trace) -> str:
 
 def finding_html(number: int, finding: Finding) -> str:
     where = f" · run {_e(short(finding.run))}" if finding.run else ""
+    whose = " (your check)" if finding.by_user else ""
+    user = " user" if finding.by_user else ""
     return (
-        f'<li id="finding-{number}" class="{finding.verdict}">'
+        f'<li id="finding-{number}" class="{finding.verdict}{user}">'
         f'<span class="badge">{number}</span>'
-        f"<b>[{finding.verdict}] {_e(finding.check)}</b>{where} · at {finding.t:g} ms "
+        f"<b>[{finding.verdict}] {_e(finding.check)}{whose}</b>{where} · at {finding.t:g} ms "
         f'<button data-show="{number}" data-t="{finding.t!r}">show</button><br>'
         f"{_e(finding.text)}</li>"
     )
@@ -196,10 +202,10 @@ def head_html(facts: PageFacts, model: Timeline, trace: Trace) -> str:
     parts.append(f"<dt>world</dt>{_world_html(model, trace)}")
     parts.append("</dl>")
     report = facts.report
-    counts = (
-        f"{_plural(report.violation_count, 'violation')}, "
-        f"{len(report.explained)} explained by the spec"
-    )
+    spec = report.violation_count - len(report.user_violations)
+    counts = f"{_plural(spec, 'violation')} of the spec, {len(report.explained)} explained by it"
+    if report.user_checks or report.user_violations:
+        counts += f", {_plural(len(report.user_violations), 'finding')} of your checks"
     parts.append(f"<h2>checks: {_e(counts)}</h2>")
     shown = facts.shown
     if not report.findings:

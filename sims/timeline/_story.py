@@ -19,7 +19,8 @@ def _claim(e: dict[str, Any]) -> str:
     if e["takeover"]:
         return (
             f"takes over run {short(e['run'])} from an expired BEGUN lease: the dead pass is "
-            f"charged an attempt (attempts now {e['attempts']}); new pass {short(e['owner'])}"
+            f"charged an attempt (attempts now {e['attempts']}; a commit resets attempts to 0, "
+            f"so a run that later commits ends with 0); new pass {short(e['owner'])}"
         )
     return f"claims run {short(e['run'])} for pass {short(e['owner'])}"
 
@@ -35,7 +36,10 @@ def _miss(e: dict[str, Any]) -> str:
 
 def _outcome(e: dict[str, Any]) -> str:
     error = f": {e['error']}" if e.get("error") else ""
-    return f"{_pass(e)} ends {e['status']}{'' if e['written'] else ' (nothing written)'}{error}"
+    # A pass that failed and will be tried again is said to have failed, not just to end.
+    why = " — the pass FAILED; the run is tried again when due" if e["status"] == "retrying" else ""
+    written = "" if e["written"] else " (nothing written)"
+    return f"{_pass(e)} ends {e['status']}{written}{why}{error}"
 
 
 def _step_end(e: dict[str, Any]) -> str | None:

@@ -20,10 +20,7 @@ from typing import Any
 
 from driver import JobPassContext
 
-from .._trace import Trace
-
-#: The ``kind`` of an effect row in the scope's items.
-EFFECT_KIND = "effect"
+from .._trace import EFFECT_KIND, Trace, effect_recorded
 
 
 def effect_key(run_id: str, step: str) -> str:
@@ -59,30 +56,28 @@ async def record_effect_once(ctx: JobPassContext, step: str, *, data: Any = None
     return recorded
 
 
-def wrote_effect_row(operation: Any, result: Any) -> bool:
-    """Whether an executed ``invoke`` of ``operation`` that returned ``result`` wrote an effect
-    row: every ``record`` that succeeded, and a ``record_once`` that answered True."""
-    if operation == "record":
-        return result is not None
-    return operation == "record_once" and result is True
-
-
 def effects_in(trace: Trace) -> Counter[str]:
     """How many times each effect landed in the world of ``trace``, by ``RUN/STEP`` key (an
-    effect whose reply was lost still landed, and is counted)."""
+    effect whose reply was lost still landed, and is counted). An effect is a row of kind
+    ``effect`` written by :func:`record_effect`, or by :func:`record_effect_once` when its key was
+    new; the built-in ``effects`` check counts the same rows (``sims._trace.effect_recorded`` is
+    the one definition)."""
+    return Counter({key: len(times) for key, times in effects_at(trace).items()})
+
+
+def effects_at(trace: Trace) -> dict[str, list[float]]:
+    """When each effect landed in the world of ``trace`` (virtual ms, in order), by ``RUN/STEP``
+    key: the times a check gives its findings (``UserFinding(at_ms=...)``), so that the page
+    marks the second effect where it landed."""
     sent: dict[tuple[str, int], Any] = {}
-    landed: Counter[str] = Counter()
+    landed: dict[str, list[float]] = {}
     for event in trace.of("rpc.send", "rpc.exec"):
         where = (event["link"], event["seq"])
         if event["ev"] == "rpc.send":
             if event.get("op") == "invoke":
                 sent[where] = event.get("args")
             continue
-        args = sent.pop(where, None)
-        if (
-            args
-            and wrote_effect_row(args[0], event.get("result"))
-            and args[1].get("kind") == EFFECT_KIND
-        ):
-            landed[str(args[1].get("key"))] += 1
+        key = effect_recorded(sent.pop(where, None), event.get("result"))
+        if key is not None:
+            landed.setdefault(key, []).append(event["t"])
     return landed

@@ -238,7 +238,7 @@ def test_page_states_verdict_words_plan_and_mutant() -> None:
     page = _mutant_page()
     # The invariant check and the oracle's store model both name the uncharged takeover.
     assert len(simulation.report.violations) == 3
-    assert "VIOLATED — 3 invariant violations" in page
+    assert "VIOLATED — the spec was violated: 3 violations (" in page
     for finding in simulation.report.findings:
         assert html.escape(finding.text) in page
         assert f"[{finding.verdict}] {finding.check}</b>" in page
@@ -259,7 +259,7 @@ def test_a_clean_page_says_so_and_checks_the_trace_itself_when_given_no_report()
     assert "the real scope store (no mutant)" in page
     # A page given no report still finds a violation: it checks the trace itself.
     mutated = render_html(_mutant_simulation().outcome.trace, title="t")
-    assert "VIOLATED — 3 invariant violations" in mutated
+    assert "VIOLATED — the spec was violated: 3 violations (" in mutated
 
 
 def test_each_violation_is_marked_where_it_happened() -> None:

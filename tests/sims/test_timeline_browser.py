@@ -136,7 +136,7 @@ def test_each_violation_is_drawn(browser: Browser, tmp_path: Path, name: str) ->
         assert finding.text in words
         assert finding.check in words
     verdict = tab.eval("document.getElementById('verdict').textContent")
-    assert verdict.startswith(f"VIOLATED — {len(violations)} invariant violation")
+    assert verdict.startswith(f"VIOLATED — the spec was violated: {len(violations)} violation")
 
 
 def test_zoom_and_pan(browser: Browser, tmp_path: Path) -> None:
@@ -188,3 +188,43 @@ def test_zoom_and_pan(browser: Browser, tmp_path: Path) -> None:
     (badge,) = _places(tab, 'a[data-finding="1"]')
     assert 600 < badge["x"] < 900
     assert tab.errors() == []
+
+
+def _open_simulation(browser: Browser, tmp_path: Path, simulation: Simulation) -> Tab:
+    path = tmp_path / "page.html"
+    page = render_html(
+        simulation.outcome.trace, title="page", report=simulation.report, mismatches=()
+    )
+    path.write_text(page, encoding="utf-8")
+    tab = browser.open(path)
+    assert tab.errors() == []
+    return tab
+
+
+def test_a_users_failing_check_is_headlined_as_theirs_and_marked_where_it_happened(
+    browser: Browser, tmp_path: Path
+) -> None:
+    world = Path(__file__).parent / "worlds" / "email_twice.py"
+    simulation = simulate(f"{world}:email-twice", 1)
+    tab = _open_simulation(browser, tmp_path, simulation)
+    verdict = tab.eval("document.getElementById('verdict').textContent")
+    assert verdict.startswith("YOUR CHECK FAILED — your check `no-email-twice` failed at ")
+    assert "the spec held" in verdict
+    # Violations are listed first: 1 is the user's finding, 2 the spec's explained effect. Both
+    # are the second email, so both badges stand at one place, not the user's at the world's end.
+    (user,) = _places(tab, 'line[data-finding="1"]')
+    (effect,) = _places(tab, 'line[data-finding="2"]')
+    (end,) = _places(tab, "#axis")
+    assert abs(user["x"] - effect["x"]) < 2
+    assert user["x"] < end["x"] + 0.9 * end["width"]
+    words = tab.eval("document.getElementById('finding-1').textContent")
+    assert "no-email-twice (your check)" in words
+
+
+def test_an_explained_double_run_is_marked_on_its_band(browser: Browser, tmp_path: Path) -> None:
+    simulation = simulate("late-begin", 1)
+    tab = _open_simulation(browser, tmp_path, simulation)
+    [number] = [n for n, f in enumerate(simulation.report.explained, 1) if f.check == "double-run"]
+    (line,) = _places(tab, f'line[data-finding="{number}"]')
+    (band,) = _places(tab, ".double-run")
+    assert band["x"] - 1 <= line["x"] <= band["x"] + band["width"] + 1

@@ -52,8 +52,8 @@ async def world(world: World) -> None:
 """
 
 CHECK_MUST = (
-    "a check must return its violations as a list (or any iterable) of strings, one per "
-    "violation, and an empty list when it held"
+    "a check must return its violations as a list (or any iterable) of strings or "
+    "sims.UserFinding values, one per violation, and an empty list when it held"
 )
 EXPECT_MUST = (
     "an expect must return the ways the world differs from what the scenario documents as a "
@@ -90,7 +90,7 @@ def _world(name: str, *, returns: str = "[]", expects: str = "[]") -> str:
             "['fine', 3]",
             "[]",
             "check returned (c.py:4) returned ['fine', 3], whose item 1 is 3 (of type int), not "
-            f"a string; {CHECK_MUST}",
+            f"a string or a sims.UserFinding; {CHECK_MUST}",
         ),
         ("[]", "None", f"expect expected (c.py:12) returned None; {EXPECT_MUST}"),
         (
@@ -180,9 +180,9 @@ def test_a_sweep_lists_three_findings_of_a_failing_seed_and_counts_the_rest() ->
     lines = list(sims.sweep(world, range(1), jobs=1).lines())
     listed = lines[lines.index(f"  seed 0: {replay_command(world, 0)}") + 1 :]
     assert listed == [
-        "      [violation] returned at 102 ms: violation 00",
-        "      [violation] returned at 102 ms: violation 01",
-        "      [violation] returned at 102 ms: violation 02",
+        "      [violation] returned at 102 ms (your check): violation 00",
+        "      [violation] returned at 102 ms (your check): violation 01",
+        "      [violation] returned at 102 ms (your check): violation 02",
         "      … and 37 more, not listed here: the command above shows them all",
     ]
 
