@@ -294,7 +294,10 @@ class ScopeHost:
         if self.directory is None:
             connection = self._memory.get(scope_id)
             if connection is None:
-                connection = sqlite3.connect(":memory:", isolation_level=None)
+                # Used from a worker thread for a heavy operation (see ``_heavy``), one at a time.
+                connection = sqlite3.connect(
+                    ":memory:", isolation_level=None, check_same_thread=False
+                )
                 self._memory[scope_id] = connection
             return self._database(connection, scope_id, operations=self._operations)
         assert self._known is not None
@@ -307,6 +310,7 @@ class ScopeHost:
                 f"file:{quote(str(path))}?mode={'rw' if known else 'rwc'}",
                 uri=True,
                 isolation_level=None,
+                check_same_thread=False,
             )
             try:
                 # WAL with synchronous=NORMAL: a commit is durable against a crash of this
