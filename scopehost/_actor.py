@@ -28,7 +28,7 @@ from ._clock import Clock
 from ._database import ScopeDatabase
 from ._errors import HostClosed, ScopeEvicted, ScopeHostError, ScopeUnavailable
 from ._gate import OutputGate, ScopeFiles, runs_on_the_wall_clock
-from ._heavy import is_heavy
+from ._heavy import PAUSED_COLLECTION, is_heavy
 from ._link import LinkOutcome
 
 
@@ -233,7 +233,8 @@ class ScopeActor:
         now = self._clock.now()
         self._in_operation = True
         try:
-            outcome = await trio.to_thread.run_sync(self._execute, database, message, now)
+            with PAUSED_COLLECTION:
+                outcome = await trio.to_thread.run_sync(self._execute, database, message, now)
         finally:
             self._in_operation = False
         self._settle(database, message, outcome)
