@@ -154,15 +154,13 @@ class ScopeActor:
         return True
 
     def evict(self) -> None:
-        """Abort: everything still queued fails, and the database closes now, before any fresh
-        actor of the scope opens it again (two connections at once would share the old one's
-        write-ahead log, which after a restore belongs to a file that is no longer there)."""
+        """Abort: everything still queued fails (in the actor's task, as it drains), and the
+        database closes now, before any fresh actor of the scope opens it again: two connections
+        at once would share the old one's write-ahead log, which after a restore belongs to a
+        file that is no longer there."""
         self.evicted = True
         self._accepting = False
         if not self._in_operation:
-            while self._inbox:
-                message = self._inbox.popleft()
-                self._refuse(message, self._evicted_error(message))
             database, self._database = self._database, None
             if database is not None:
                 self._close_database(database)

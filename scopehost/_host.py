@@ -459,6 +459,11 @@ async def open_scope_host(
         check_jumpable_clock()
     check_idle_ms(idle_ms)
     check_max_open(max_open_scopes)
+    if not isinstance(durable, bool):
+        raise ValueError(
+            f"durable is {durable!r}; pass True (replies wait until their writes are on disk) or "
+            "False (replies at commit, faster, and the last commits may be lost in a power cut)"
+        )
     async with trio.open_nursery() as nursery:
         host = ScopeHost(
             nursery,
