@@ -133,8 +133,9 @@ class ScopeActor:
 
     @property
     def busy(self) -> bool:
-        """Messages wait in the queue (or the actor has not yet started on its first one)."""
-        return bool(self._inbox)
+        """Messages wait in the queue (or the actor has not yet started on its first one), or a
+        heavy operation is running in a worker thread."""
+        return bool(self._inbox) or self._in_operation
 
     @property
     def has_database(self) -> bool:
@@ -143,7 +144,7 @@ class ScopeActor:
 
     def retire(self) -> bool:
         """Close the database now and end, if nothing waits; False (and nothing done) if busy."""
-        if self._inbox or self.closed:
+        if self._inbox or self.closed or self._in_operation:
             return False
         self.closed = True
         self._accepting = False

@@ -102,3 +102,27 @@ def test_what_is_heavy() -> None:
     assert is_heavy("invoke", ("record", {"data": list(range(HEAVY_ARGUMENT_UNITS))}))
     assert is_heavy("invoke", ("record", {"data": "x" * HEAVY_ARGUMENT_UNITS}))
     assert not is_heavy("invoke", ("record", {"data": "x" * (HEAVY_ARGUMENT_UNITS - 100)}))
+
+
+async def test_a_scope_busy_with_a_heavy_operation_is_not_retired_under_it(tmp_path: Path) -> None:
+    gate = threading.Event()
+    threads: list[str] = []
+    async with open_scope_host(
+        tmp_path,
+        clock=StoreClock(),
+        operations=gated_operations(gate, threads),
+        max_open_scopes=1,
+    ) as host:
+        answers: list[object] = []
+        blob = "x" * HEAVY_ARGUMENT_UNITS
+
+        async def heavy() -> None:
+            answers.append(await host.stub("big").invoke("slow", {"blob": blob}))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(heavy)
+            await trio.testing.wait_all_tasks_blocked()
+            # Room for another scope past the cap: the busy one must not be closed for it.
+            await host.stub("small").list(JobRunFilter())
+            gate.set()
+        assert answers == [HEAVY_ARGUMENT_UNITS]
