@@ -27,7 +27,8 @@ import trio
 from ._clock import Clock
 from ._database import ScopeDatabase
 from ._errors import HostClosed, ScopeEvicted, ScopeHostError, ScopeUnavailable
-from ._gate import OutputGate, ScopeFiles
+from ._gate import OutputGate, ScopeFiles, runs_on_the_wall_clock
+from ._heavy import PAUSED_COLLECTION, is_heavy
 from ._link import LinkOutcome
 
 
@@ -79,6 +80,8 @@ class ScopeActor:
         self._gate = gate if file_path is not None else None
         self._file_path = file_path
         self._files: ScopeFiles | None = None
+        #: Heavy operations go to a worker thread (only under the wall clock; see ``_heavy``).
+        self._offload = runs_on_the_wall_clock()
         self._on_idle = on_idle
         #: The database while it is open (None before the first message and after closing).
         self._database: ScopeDatabase | None = None
@@ -109,7 +112,13 @@ class ScopeActor:
         if not self._accepting:
             raise trio.ClosedResourceError(f"the actor of scope {self.scope_id!r} has ended")
         database = self._database
-        if at_once and self._parked is not None and database is not None and not self._inbox:
+        if (
+            at_once
+            and self._parked is not None
+            and database is not None
+            and not self._inbox
+            and not (self._offload and is_heavy(message.operation, message.args))
+        ):
             self._serve_one(database, message)
             if self._on_idle is not None:
                 self._on_idle(self)
@@ -124,8 +133,9 @@ class ScopeActor:
 
     @property
     def busy(self) -> bool:
-        """Messages wait in the queue (or the actor has not yet started on its first one)."""
-        return bool(self._inbox)
+        """Messages wait in the queue (or the actor has not yet started on its first one), or a
+        heavy operation is running in a worker thread."""
+        return bool(self._inbox) or self._in_operation
 
     @property
     def has_database(self) -> bool:
@@ -134,7 +144,7 @@ class ScopeActor:
 
     def retire(self) -> bool:
         """Close the database now and end, if nothing waits; False (and nothing done) if busy."""
-        if self._inbox or self.closed:
+        if self._inbox or self.closed or self._in_operation:
             return False
         self.closed = True
         self._accepting = False
@@ -145,15 +155,13 @@ class ScopeActor:
         return True
 
     def evict(self) -> None:
-        """Abort: everything still queued fails, and the database closes now, before any fresh
-        actor of the scope opens it again (two connections at once would share the old one's
-        write-ahead log, which after a restore belongs to a file that is no longer there)."""
+        """Abort: everything still queued fails (in the actor's task, as it drains), and the
+        database closes now, before any fresh actor of the scope opens it again: two connections
+        at once would share the old one's write-ahead log, which after a restore belongs to a
+        file that is no longer there."""
         self.evicted = True
         self._accepting = False
         if not self._in_operation:
-            while self._inbox:
-                message = self._inbox.popleft()
-                self._refuse(message, self._evicted_error(message))
             database, self._database = self._database, None
             if database is not None:
                 self._close_database(database)
@@ -179,7 +187,15 @@ class ScopeActor:
                 # yield between two of them would let nothing new in that the queue's order does
                 # not already admit, and would cost a scheduler round per message.
                 while inbox:
-                    self._serve_one(database, inbox.popleft())
+                    message = inbox.popleft()
+                    if (
+                        self._offload
+                        and not self.evicted
+                        and is_heavy(message.operation, message.args)
+                    ):
+                        await self._serve_offloaded(database, message)
+                    else:
+                        self._serve_one(database, message)
                 if not self._accepting:
                     return
                 if self._on_idle is not None:
@@ -208,7 +224,21 @@ class ScopeActor:
         if self.evicted:
             self._refuse(message, self._evicted_error(message))
             return
-        outcome = self._execute(database, message)
+        self._settle(database, message, self._execute(database, message, self._clock.now()))
+
+    async def _serve_offloaded(self, database: ScopeDatabase, message: Message) -> None:
+        """Serve a heavy message in a worker thread; the actor waits for it (one at a time), the
+        other scopes do not. Not cancellable: the connection is the thread's until it returns."""
+        now = self._clock.now()
+        self._in_operation = True
+        try:
+            with PAUSED_COLLECTION:
+                outcome = await trio.to_thread.run_sync(self._execute, database, message, now)
+        finally:
+            self._in_operation = False
+        self._settle(database, message, outcome)
+
+    def _settle(self, database: ScopeDatabase, message: Message, outcome: LinkOutcome) -> None:
         files = self._files
         if files is None:
             message.settle(outcome)
@@ -218,8 +248,8 @@ class ScopeActor:
         files.note(database.connection.total_changes, may_write=message.operation == "invoke")
         self._gate.release(files, message, outcome)
 
-    def _execute(self, database: ScopeDatabase, message: Message) -> LinkOutcome:
-        now = self._clock.now()
+    @staticmethod
+    def _execute(database: ScopeDatabase, message: Message, now: str) -> LinkOutcome:
         try:
             value = getattr(database, message.operation)(*message.args, now=now)
         except Exception as error:

@@ -300,7 +300,10 @@ class ScopeHost:
         if self.directory is None:
             connection = self._memory.get(scope_id)
             if connection is None:
-                connection = sqlite3.connect(":memory:", isolation_level=None)
+                # Used from a worker thread for a heavy operation (see ``_heavy``), one at a time.
+                connection = sqlite3.connect(
+                    ":memory:", isolation_level=None, check_same_thread=False
+                )
                 self._memory[scope_id] = connection
             return self._database(connection, scope_id, operations=self._operations)
         assert self._known is not None
@@ -313,6 +316,7 @@ class ScopeHost:
                 f"file:{quote(str(path))}?mode={'rw' if known else 'rwc'}",
                 uri=True,
                 isolation_level=None,
+                check_same_thread=False,
             )
             try:
                 # WAL with synchronous=NORMAL: a commit is durable against a crash of this
@@ -461,6 +465,11 @@ async def open_scope_host(
         check_jumpable_clock()
     check_idle_ms(idle_ms)
     check_max_open(max_open_scopes)
+    if not isinstance(durable, bool):
+        raise ValueError(
+            f"durable is {durable!r}; pass True (replies wait until their writes are on disk) or "
+            "False (replies at commit, faster, and the last commits may be lost in a power cut)"
+        )
     async with trio.open_nursery() as nursery:
         host = ScopeHost(
             nursery,

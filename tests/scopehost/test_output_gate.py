@@ -268,3 +268,15 @@ async def test_an_in_memory_host_and_an_opted_out_one_have_no_gate(
         gate = host.gate
         assert gate is not None
         assert not gate.threaded
+
+
+async def test_durable_must_be_a_bool(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"^durable is 'no'; pass True \(replies wait until their writes are on disk\) or "
+        r"False \(replies at commit, faster, and the last commits may be lost in a power cut\)$",
+    ):
+        async with open_scope_host(tmp_path, durable="no"):  # type: ignore[arg-type]
+            pass
