@@ -36,5 +36,6 @@ def _short(event: dict[str, object]) -> str:
 
 NONDETERMINISM_HELP = (
     "a world must be a function of its seed: a handler may not read random, the wall clock or "
-    "state kept from an earlier world (docs/simulating-your-jobs.md, 'What a world may read')"
+    "state kept from an earlier world (docs/simulating-your-jobs.md, 'Determinism, and what to "
+    "keep out of a handler')"
 )

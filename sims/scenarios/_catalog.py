@@ -19,6 +19,7 @@ from driver import (
 )
 
 from ..faults._plan import (
+    EVENT_KINDS,
     CrashDrive,
     DelayLeg,
     DropLeg,
@@ -492,13 +493,24 @@ def _random_setup(seed: int) -> WorldSetup:
         horizon_ms=30_000,
     )
     edges = edge_faults(rng, drives=drives, lease_ms=LEASE_MS, margin_ms=LEASE_MS * 0.25)
+    # The faults that strike at events and the PCT scheduler, from a stream of their own so that
+    # every other draw of a seed stays what it was.
+    events = draw_plan(
+        random.Random(f"{seed}/events"),
+        drives=drives,
+        scopes=RANDOM_SCOPES[:2],
+        lease_ms=LEASE_MS,
+        margin_ms=LEASE_MS * 0.25,
+        horizon_ms=30_000,
+        kinds=EVENT_KINDS,
+    )
     # The slow drive's scope only in the worlds that have the slow drive: an untouched scope
     # still costs its actor and its schema when the world reads it at the end.
     swarm = draw_swarm(random.Random(f"{seed}/swarm"))
     return WorldSetup(
         scopes=RANDOM_SCOPES if swarm.slow_drive else RANDOM_SCOPES[:2],
         drives=SWARM_DRIVES,
-        plan=FaultPlan((*plan.faults, *edges)),
+        plan=FaultPlan((*plan.faults, *edges, *events.faults)),
         objects=6,
     )
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import trio
+
 from sims import (
     DriveSpec,
     JobPassContext,
@@ -172,3 +174,106 @@ def sent_at_least_once(trace: Trace) -> list[str]:
 async def at_least_once_world(world: World) -> None:
     """Every mail sent at least once: what the spec promises, and what holds."""
     await _two_drives(world, "at-least-once", sent_in_one_call)
+
+
+def all_sent(trace: Trace) -> list[str]:
+    """Every mail of every run is sent at least once (none lost)."""
+    return sent_at_least_once(trace)
+
+
+# -- work marked done before it is done ---------------------------------------------------------
+
+
+async def marked_done_first(ctx: JobPassContext) -> JobPassResult:
+    door = await ctx.scope()
+    marks: list[dict[str, Any]] = await door.invoke("items", {"kind": "done"})
+    if any(row["key"] == ctx.run.id for row in marks):
+        return JobPassResult(done=True)
+    # THE BUG: the run is marked done in the scope before the mails go out.
+    await door.invoke("record", {"kind": "done", "key": ctx.run.id})
+    for name in ("a", "b", "c"):
+
+        async def send(name: str = name) -> None:
+            await record_effect(ctx, name)
+
+        await ctx.step(f"send-{name}", send)
+    return JobPassResult(done=True)
+
+
+@scenario("marked-done-first", setup=WorldSetup(scopes=(SCOPE,)), checks=[all_sent])
+async def marked_done_first_world(world: World) -> None:
+    """Writes its own 'done' row first, then sends: a pass that dies in between loses the mail."""
+    await _two_drives(world, "marked-done-first", marked_done_first)
+
+
+# -- a cursor that skips an item after a failed step ---------------------------------------------
+
+
+async def skips_on_failure(ctx: JobPassContext) -> JobPassResult:
+    names = ("a", "b", "c")
+    start = int(ctx.cursor or 0)
+    for index in range(start, len(names)):
+
+        async def send(name: str = names[index]) -> None:
+            await record_effect(ctx, name)
+
+        try:
+            await ctx.step(f"send-{names[index]}", send)
+        except Exception:  # THE BUG: a failed send is passed over, and the cursor moves on
+            continue
+    return JobPassResult(cursor=len(names), done=True)
+
+
+@scenario("skips-on-failure", setup=WorldSetup(scopes=(SCOPE,)), checks=[all_sent])
+async def skips_on_failure_world(world: World) -> None:
+    """Catches a failed step and moves its cursor past it: the item is never sent."""
+    await _two_drives(world, "skips-on-failure", skips_on_failure)
+
+
+# -- a step name that is not stable across passes ------------------------------------------------
+
+
+async def unstable_step_name(ctx: JobPassContext) -> JobPassResult:
+    started = int(trio.current_time())
+    for name in ("a", "b", "c"):
+
+        async def send(name: str = name) -> None:
+            await record_effect(ctx, name)
+
+        # THE BUG: the time the pass started is part of the name, so a pass after a takeover
+        # finds no memo of the steps an earlier pass completed.
+        await ctx.step(f"send-{name}-{started}", send)
+    return JobPassResult(done=True)
+
+
+@scenario("unstable-step-name", setup=WorldSetup(scopes=(SCOPE,)), checks=[sent_once])
+async def unstable_step_name_world(world: World) -> None:
+    """Names its steps with the pass's start time: a retried pass sends every mail again."""
+    await _two_drives(world, "unstable-step-name", unstable_step_name)
+
+
+# -- a two-phase job whose second phase is lost in a takeover ------------------------------------
+
+
+async def two_phases(ctx: JobPassContext) -> JobPassResult:
+    door = await ctx.scope()
+    if ctx.cursor == "send":
+        for name in ("a", "b", "c"):
+
+            async def send(name: str = name) -> None:
+                await record_effect(ctx, name)
+
+            await ctx.step(f"send-{name}", send)
+        return JobPassResult(done=True)
+    collected: list[dict[str, Any]] = await door.invoke("items", {"kind": "collected"})
+    if any(row["key"] == ctx.run.id for row in collected):
+        # THE BUG: "collected already" is read as "all done", though the send phase never ran.
+        return JobPassResult(done=True)
+    await door.invoke("record", {"kind": "collected", "key": ctx.run.id})
+    return JobPassResult(cursor="send", done=False)
+
+
+@scenario("two-phases", setup=WorldSetup(scopes=(SCOPE,)), checks=[all_sent])
+async def two_phases_world(world: World) -> None:
+    """Collects, then sends in a second pass; a retried first pass takes 'collected' for done."""
+    await _two_drives(world, "two-phases", two_phases)
