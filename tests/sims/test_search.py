@@ -16,6 +16,7 @@ from sims import (
     search,
     shrink_plan,
     simulate,
+    sweep,
 )
 from sims.cli._main import main
 
@@ -148,3 +149,14 @@ def test_a_bad_budget_is_a_usage_error(
 ) -> None:
     assert main(["explore", "late-begin", "--budget", budget]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_sweep_reports_a_handler_that_reads_an_unseeded_random_source() -> None:
+    report = sweep(ref("jittery"), range(3))
+    [seed0] = [s for s in report.seeds if s.seed == 0]
+    assert seed0.rerun
+    assert seed0.nondeterministic.startswith("event ")
+    assert not seed0.ok
+    lines = "\n".join(report.lines())
+    assert "not a function of its seed: event " in lines
+    assert "1 differed" in lines

@@ -8,6 +8,7 @@ world that is not a function of its seed.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import trio
@@ -277,3 +278,22 @@ async def two_phases(ctx: JobPassContext) -> JobPassResult:
 async def two_phases_world(world: World) -> None:
     """Collects, then sends in a second pass; a retried first pass takes 'collected' for done."""
     await _two_drives(world, "two-phases", two_phases)
+
+
+# -- a handler that reads an unseeded random source ----------------------------------------------
+
+
+async def jittery(ctx: JobPassContext) -> JobPassResult:
+    # THE BUG (for a simulation): an unseeded random source, outside the world's seed.
+    await trio.sleep(_UNSEEDED.random())
+    await ctx.step("send-a", lambda: "sent")
+    return JobPassResult(done=True)
+
+
+_UNSEEDED = random.SystemRandom()
+
+
+@scenario("jittery", setup=WorldSetup(scopes=(SCOPE,)))
+async def jittery_world(world: World) -> None:
+    """Sleeps a random while from the operating system's source: no two runs alike."""
+    await _two_drives(world, "jittery", jittery)
