@@ -81,6 +81,28 @@ REFUSALS: Final[tuple[tuple[str, str, dict[str, Any], str], ...]] = (
         {"id": "r01", "owner": "o1", "lease_ms": 31_536_000_001},
         _NOW,
     ),
+    (
+        "claim",
+        "an owner past its size cap (1 024 bytes)",
+        {"id": "r01", "owner": "o" * 1_025, "lease_ms": 1000},
+        _NOW,
+    ),
+    (
+        "patch",
+        "a time not in the one ISO form (next_attempt_at 'never')",
+        {"id": "r01", "patch": {**_PATCH, "next_attempt_at": "never"}, "owner": None},
+        _NOW,
+    ),
+    (
+        "patch",
+        "a time past the two years a write may look ahead",
+        {
+            "id": "r01",
+            "patch": {**_PATCH, "next_attempt_at": "2099-01-01T00:00:00.000Z"},
+            "owner": None,
+        },
+        _NOW,
+    ),
     ("begin", "a negative margin", {"id": "r01", "owner": "o1", "margin_ms": -1}, _NOW),
     ("miss", "no note", {"id": "r01", "owner": "o1", "note": None}, _NOW),
     (

@@ -61,7 +61,10 @@ def test_a_printed_plan_reads_back() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("__import__('os').system('true')", r"calls something other than CrashDrive, DelayLeg"),
+        (
+            "__import__('os').system('true')",
+            r"calls something other than CrashAfter, CrashDrive, DelayLeg",
+        ),
         (
             "FaultPlan(faults=[x for x in ()])",
             r"holds an expression of kind ListComp, which a plan cannot",
