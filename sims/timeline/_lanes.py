@@ -137,7 +137,9 @@ class Lanes(Sheet):
                 "path",
                 title=title,
                 d=f"M{fmt_num(x - 3)},{fmt_num(mid - 7)} h3 v14 h-3",
-                fill="none",
+                # Filled, invisibly, so that hovering inside the cap shows how the pass ended.
+                fill=color,
+                fill_opacity=0,
                 stroke=color,
                 stroke_width=2 if ending.kind != "end" else 1,
             )
