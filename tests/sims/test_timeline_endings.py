@@ -16,6 +16,7 @@ from sims.faults._plan import (
     DelayLeg,
     DropLeg,
     EvictAfter,
+    Fault,
     HoldLeg,
     UpstreamFailure,
 )
@@ -27,7 +28,7 @@ from .test_crash_is_a_kill import KILL_WHILE_PRINTING, WORLD
 SVG = "{http://www.w3.org/2000/svg}"
 
 #: Worlds the tests below read, each the late-BEGIN world with one fault of its own.
-PLANS = {
+PLANS: dict[str, Fault] = {
     "begin-request-dropped": DropLeg(drive="cron", operation="begin", nth=1, leg="request"),
     "begin-reply-dropped": DropLeg(drive="cron", operation="begin", nth=1, leg="reply"),
     "upstream-fails": UpstreamFailure(first=1, count=3),
@@ -75,11 +76,6 @@ def _texts(element: ET.Element) -> list[str]:
 
 def _story_id(ident: str) -> str:
     return ident[-6:]
-
-
-def _pass(name: str, drive: str) -> object:
-    (found,) = [p for p in build_timeline(_world(name).outcome.trace).passes if p.drive == drive]
-    return found
 
 
 # -- given up ---------------------------------------------------------------------------------
