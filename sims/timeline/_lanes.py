@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._endings import ending_title, pass_ending, taken_over_words
 from ._model import Lease, Mark, Pass, StoreClockFit, runs_shown, short
 from ._scale import fmt_ms, fmt_store
 from ._svg import (
@@ -23,6 +24,7 @@ MARK_COLORS = {
     "delay": "#e07b00",
     "pause": "#8e44ad",
     "late": "#1f77b4",
+    "slow": "#7f9fbf",
     "late-request": "#0f8b8d",
     "down": "#555555",
 }
@@ -91,6 +93,7 @@ class Lanes(Sheet):
                 stroke="#111111",
                 stroke_width=2,
             )
+        self.draw_ending(found, mid)
         if handler is None:
             return
         hx0, hx1 = self.x(handler[0]), self.x(handler[1])
@@ -119,6 +122,53 @@ class Lanes(Sheet):
             element("text", text=label, x=hx0 + 1, y=mid - 11, font_size=9, fill="#333333"),
             fit=(self.room_after(found, hx0), _need(label)),
         )
+
+    def draw_ending(self, found: Pass, mid: float) -> None:
+        """Close the pass where it ended, labelled with how; mark where its lease was taken."""
+        ending = pass_ending(found)
+        title = ending_title(found)
+        x = self.x(found.end(self.model.end))
+        color = {"pass-failed": REFUSAL, "given-up": "#555555"}.get(ending.kind, "#111111")
+        if ending.kind == "open":
+            d = f"M{fmt_num(x)},{fmt_num(mid)} l-6,-5 l0,10 z"
+            glyph = element("path", title=title, d=d, fill="#555555")
+        else:
+            glyph = element(
+                "path",
+                title=title,
+                d=f"M{fmt_num(x - 3)},{fmt_num(mid - 7)} h3 v14 h-3",
+                # Filled, invisibly, so that hovering inside the cap shows how the pass ended.
+                fill=color,
+                fill_opacity=0,
+                stroke=color,
+                stroke_width=2 if ending.kind != "end" else 1,
+            )
+        self.svg.pin(x, glyph, kind=ending.kind)
+        if ending.label:
+            label = element(
+                "text",
+                title=title,
+                text=ending.label,
+                x=x + (-8 if ending.kind == "open" else 3),
+                y=mid + 3.5,
+                font_size=9,
+                font_weight="bold" if ending.kind == "pass-failed" else None,
+                fill=color if ending.kind != "end" else "#333333",
+                text_anchor="end" if ending.kind == "open" else None,
+            )
+            room = (
+                x - self.x(found.claimed_at) if ending.kind == "open" else self.room_after(found, x)
+            )
+            self.svg.pin(x, label, fit=(room, _need(ending.label)))
+        if found.taken_over_at is not None:
+            tx = self.x(found.taken_over_at)
+            words = taken_over_words(found) or ""
+            d = f"M{fmt_num(tx)},{fmt_num(mid - 9)} l4,-5 l-8,0 z"
+            self.svg.pin(
+                tx,
+                element("path", title=f"pass {short(found.owner)}: {words}", d=d, fill=REFUSAL),
+                kind="taken-over",
+            )
 
     def room_after(self, found: Pass, x: float) -> float:
         """Room for a label from ``x`` to the next pass in the same row (or the plot's end)."""
@@ -183,7 +233,7 @@ class Lanes(Sheet):
         points: dict[tuple[str, int], list[Shape]] = {}
         rows: dict[tuple[str, int], Row] = {}
         for row, mark in marks:
-            if mark.since is None or mark.kind == "late":
+            if mark.since is None or mark.kind in ("late", "slow"):
                 key = (row.lane, row.index)
                 rows[key] = row
                 points.setdefault(key, []).append(Shape(mark.t, mark.t, mark.kind, mark.title))
@@ -195,7 +245,7 @@ class Lanes(Sheet):
     def draw_span_mark(self, row: Row, mark: Mark) -> None:
         assert mark.since is not None
         x0, x1 = self.x(mark.since), self.x(mark.t)
-        y = row.y + row.height / 2 + (3 if mark.kind == "late" else -3)
+        y = row.y + row.height / 2 + (3 if mark.kind in ("late", "slow") else -3)
         if row.kind == "pass":
             y += 3
         stroke = MARK_COLORS.get(mark.kind, "#555555")
@@ -212,7 +262,7 @@ class Lanes(Sheet):
                 opacity=0.18,
             )
             return
-        dash = {"late": "3 2", "late-request": "1 2"}.get(mark.kind)
+        dash = {"late": "3 2", "slow": "3 2", "late-request": "1 2"}.get(mark.kind)
         self.svg.add(
             "line",
             title=mark.title,
@@ -232,7 +282,7 @@ class Lanes(Sheet):
         x, y = self.x(shape.t0), row.y + row.height / 2
         if row.kind == "pass":
             y += 3
-        if shape.key == "late":
+        if shape.key in ("late", "slow"):
             y += 3
         title = merged_title(shape)
         glyph = None
@@ -242,9 +292,11 @@ class Lanes(Sheet):
             glyph = cross(x, y, 6, "#111111", title, width=3)
         elif shape.key == "drop":
             glyph = cross(x, y, 4, "#e07b00", title)
-        elif shape.key == "late":
+        elif shape.key in ("late", "slow"):
             d = f"M{fmt_num(x)},{fmt_num(y)} l-7,-4 l0,8 z"
-            glyph = element("path", title=title, d=d, fill=MARK_COLORS["late"])
+            glyph = element("path", title=title, d=d, fill=MARK_COLORS[shape.key])
+        elif shape.key == "fence":
+            glyph = cross(x, y, 3.5, "#777777", title)
         elif shape.key == "tick":
             y0, y1 = row.y + 2, row.y + 7
             glyph = element("line", title=title, x1=x, y1=y0, x2=x, y2=y1, stroke="#999999")
@@ -300,16 +352,19 @@ class Lanes(Sheet):
             )
         if lease.takeover:
             x = self.x(lease.claimed_at)
+            words = takeover_words(lease)
             svg.pin(
                 x,
                 element(
                     "path",
-                    title=f"takeover of a BEGUN lease by {short(lease.owner)} ({lease.drive})",
+                    title=words,
                     d=f"M{fmt_num(x)},{fmt_num(mid - 7)} l4,-5 l-8,0 z",
                     fill=REFUSAL,
                 ),
                 kind="takeover",
             )
+            if lease.charged is not None:
+                self.draw_charge(lease, x, mid, words)
         if lease.began_at is not None:
             x = self.x(lease.began_at)
             svg.add(
@@ -344,6 +399,43 @@ class Lanes(Sheet):
                 element("text", text=label, x=x0 + 4, y=mid + 3.5, font_size=9, fill="#ffffff"),
                 fit=(x1 - x0, _need(label) + 4),
             )
+
+    def draw_charge(self, lease: Lease, x: float, mid: float, words: str) -> None:
+        """Say on the picture what the story says: the takeover charged an attempt, and the
+        commit that later cleared it (the end table's attempts 0 is that commit's doing)."""
+        label = f"+1 attempt (now {lease.charged})"
+        self.svg.pin(
+            x,
+            element("text", title=words, text=label, x=x + 5, y=mid - 8, font_size=9, fill=REFUSAL),
+            kind="charged",
+            fit=(self.lease_room(lease, x), _need(label)),
+        )
+        if lease.cleared_at is None:
+            return
+        cx = self.x(lease.cleared_at)
+        cleared = (
+            f"the commit of {lease.cleared_by} at {fmt_ms(lease.cleared_at)} ms resets the "
+            f"run's attempts to 0, clearing the attempt the takeover at "
+            f"{fmt_ms(lease.claimed_at)} ms charged"
+        )
+        label = "commit: attempts → 0"
+        # Written to the left of the commit, which is often the last thing on the row.
+        self.svg.pin(
+            cx,
+            element("text", title=cleared, text=label, x=cx - 3, y=mid - 8, font_size=9,
+                    fill="#1d6b35", text_anchor="end"),
+            kind="cleared",
+            fit=(cx - x - _need(f"+1 attempt (now {lease.charged})"), _need(label)),
+        )  # fmt: skip
+
+    def lease_room(self, lease: Lease, x: float) -> float:
+        """Room after ``x`` up to the next lease of the same run (or the plot's end)."""
+        later = [
+            self.x(other.claimed_at)
+            for other in self.model.leases
+            if other.run == lease.run and other.claimed_at > lease.claimed_at
+        ]
+        return min([*later, WIDTH - RIGHT]) - x
 
     def draw_effect(self, row: Row, shape: Shape) -> None:
         y = row.y + row.height / 2
@@ -431,17 +523,20 @@ def pass_title(found: Pass, horizon: float) -> str:
     span = found.handler_span(horizon)
     if span is not None:
         parts.append(f"handler {fmt_ms(span[0])}–{fmt_ms(span[1])} ms")
-    parts.append(f"{len(found.steps)} steps run, {len(found.memos)} memo hits")
-    if found.outcome is not None:
-        parts.append(f"outcome {found.outcome} (written: {found.written})")
-    if found.error:
-        parts.append(f"error: {found.error}")
     if found.stale_since is not None:
         parts.append(
             f"STALE: its lease was taken over at {fmt_ms(found.stale_since)} ms, "
             "before its handler started"
         )
-    return "; ".join(parts)
+    else:
+        parts.append(taken_over_words(found) or "")
+    parts.append(f"how it ended: {pass_ending(found).words}")
+    parts.append(f"{len(found.steps)} steps run, {len(found.memos)} memo hits")
+    if found.outcome is not None:
+        parts.append(f"outcome {found.outcome} (written: {found.written})")
+    if found.error:
+        parts.append(f"error: {found.error}")
+    return "; ".join(part for part in parts if part)
 
 
 def lease_title(lease: Lease, clock: StoreClockFit | None) -> str:
@@ -460,3 +555,19 @@ def lease_title(lease: Lease, clock: StoreClockFit | None) -> str:
     if lease.ended_at is not None:
         parts.append(f"{lease.end_reason} {fmt_ms(lease.ended_at)} ms")
     return "; ".join(parts)
+
+
+def takeover_words(lease: Lease) -> str:
+    """The takeover of a BEGUN lease, and the attempt it charged, as the story tells it."""
+    words = f"takeover of a BEGUN lease by {short(lease.owner)} ({lease.drive})"
+    if lease.charged is None:
+        return words
+    words += (
+        f": the dead pass is charged an attempt (attempts now {lease.charged}; a commit resets "
+        "attempts to 0, so a run that later commits ends with 0)"
+    )
+    if lease.cleared_at is not None:
+        words += (
+            f"; here {lease.cleared_by}'s commit at {fmt_ms(lease.cleared_at)} ms reset them to 0"
+        )
+    return words

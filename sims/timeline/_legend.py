@@ -44,6 +44,18 @@ def _vline(color: str, *, width: float = 2, dash: str | None = None) -> Callable
     )  # fmt: skip
 
 
+def _cap(color: str, *, width: float = 2) -> Callable[..., str]:
+    return lambda x, y: element(
+        "path", d=f"M{x - 3},{y - 7} h3 v14 h-3", fill="none", stroke=color, stroke_width=width
+    )
+
+
+def _word(text: str, color: str) -> Callable[..., str]:
+    return lambda x, y: element(
+        "text", text=text, x=x - 8, y=y + 3.5, font_size=9, fill=color, font_weight="bold"
+    )
+
+
 def legend_items() -> list[tuple[str, Callable[[float, float], str], str]]:
     """(kind, glyph, words) for every kind of thing the picture draws."""
     blue = "#3b6fd1"
@@ -55,6 +67,23 @@ def legend_items() -> list[tuple[str, Callable[[float, float], str], str]]:
             "stale",
             _bar(blue, fill_opacity=0.3, stroke=REFUSAL, stroke_dasharray="4 2"),
             "stale pass: began after its lease was taken over",
+        ),
+        ("end", _cap("#111111", width=1), "pass ended (outcome written, refused, or killed)"),
+        (
+            "pass-failed",
+            _cap(REFUSAL),
+            "pass FAILED: the run retried later, or failed (labelled)",
+        ),
+        ("given-up", _cap("#555555"), "pass given up: its drive call ended, no outcome"),
+        (
+            "open",
+            lambda x, y: element("path", d=f"M{x},{y} l-6,-5 l0,10 z", fill="#555555"),
+            "pass still open when the world ended",
+        ),
+        (
+            "taken-over",
+            lambda x, y: element("path", d=f"M{x},{y + 3} l4,-5 l-8,0 z", fill=REFUSAL),
+            "pass's lease taken over while it was open",
         ),
         ("step", _bar(blue), "step (its name inside, where it fits)"),
         ("step-error", _bar(REFUSAL), "step attempt that failed"),
@@ -75,6 +104,8 @@ def legend_items() -> list[tuple[str, Callable[[float, float], str], str]]:
             lambda x, y: element("path", d=f"M{x},{y + 3} l4,-5 l-8,0 z", fill=REFUSAL),
             "takeover of a BEGUN lease",
         ),
+        ("charged", _word("+1", REFUSAL), "attempt charged by that takeover (attempts now)"),
+        ("cleared", _word("→0", "#1d6b35"), "a commit reset the run's attempts to 0"),
         (
             "start",
             lambda x, y: element("circle", cx=x, cy=y, r=3, fill="none", stroke="#111"),
@@ -94,10 +125,28 @@ def legend_items() -> list[tuple[str, Callable[[float, float], str], str]]:
         ),
         ("crash", lambda x, y: cross(x, y, 6, "#111111", "", width=3), "drive crashed"),
         ("down", _bar("#555555", opacity=0.18), "drive down"),
-        ("delay", _line(MARK_COLORS["delay"]), "delayed leg (dot: when it was sent)"),
+        (
+            "delay",
+            _line(MARK_COLORS["delay"]),
+            "delayed or held leg (dot: when; hover: why let go)",
+        ),
         ("pause", _line(MARK_COLORS["pause"]), "drive paused"),
-        ("late", _line(MARK_COLORS["late"], dash="3 2"), "late reply: longer than the margin"),
+        (
+            "late",
+            _line(MARK_COLORS["late"], dash="3 2"),
+            "late claim or BEGIN reply: the lease ran down first",
+        ),
+        (
+            "slow",
+            _line(MARK_COLORS["slow"], dash="3 2"),
+            "slow reply to another call (a quarter of the lease)",
+        ),
         ("drop", lambda x, y: cross(x, y, 4, "#e07b00", ""), "dropped leg"),
+        (
+            "fence",
+            lambda x, y: cross(x, y, 3.5, "#777777", ""),
+            "a killed drive's call: never sent, or answered too late",
+        ),
         (
             "late-request",
             _line(MARK_COLORS["late-request"], dash="1 2"),

@@ -82,6 +82,11 @@ class Pass:
     steps: list[Step] = attrs.field(factory=list)
     memos: list[tuple[float, str]] = attrs.field(factory=list)
     stale_since: float | None = None
+    #: When another pass's claim took this pass's lease while it was still open, and by whom.
+    taken_over_at: float | None = None
+    taken_over_by: str | None = None
+    #: The error of a drive call that gave up on this pass (no outcome was written).
+    given_up: str | None = None
     row: int = 0
 
     def end(self, horizon: float) -> float:
@@ -108,6 +113,11 @@ class Lease:
     began_at: float | None = None
     ended_at: float | None = None
     end_reason: str | None = None
+    #: A takeover of a BEGUN lease charges the pass before it an attempt: the run's attempts
+    #: after the charge, and the commit (when, by which pass) that reset them to 0 afterwards.
+    charged: int | None = None
+    cleared_at: float | None = None
+    cleared_by: str | None = None
 
     def held_at(self, t: float) -> bool:
         """Whether ``t`` is before the lease was released or taken over."""

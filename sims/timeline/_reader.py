@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from driver import parse_iso_ms
 
 from .._trace import Trace
@@ -57,6 +59,11 @@ class _Builder:
         self.expiries: list[tuple[Lease, float, float]] = []  # (lease, at, store expiry ms)
         #: Late requests not delivered (yet), by (drive, seq): their marks' places, their events.
         self.undelivered: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}
+        #: Held legs not released (yet), by (drive, seq, leg): when and how they were held.
+        self.held: dict[tuple[str, int, str], dict[str, Any]] = {}
+        #: Late BEGIN replies, titled once the store's clock is fitted: (mark index, event,
+        #: the lease BEGIN was for, how long the reply took).
+        self.late_begins: list[tuple[int, dict[str, Any], Lease, float]] = []
         self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "rpc.send": self.on_send,
             "rpc.exec": self.on_exec,
@@ -76,6 +83,10 @@ class _Builder:
             "rpc.late": self.on_late_arrival,
             "fault.crash": self.on_crash,
             "fault.evict": self.on_evict,
+            "fault.hold": self.on_hold,
+            "fault.release": self.on_release,
+            "fault.fence": self.on_fence,
+            "drive.report": self.on_report,
             "drive.tick": self.on_tick,
             "drive.skip": self.on_skip,
             "world.start": self.on_start,
@@ -174,6 +185,12 @@ class _Builder:
         leases = self.leases.setdefault((scope, run), [])
         if leases and leases[-1].ended_at is None:
             leases[-1].ended_at, leases[-1].end_reason = t, "taken over"
+            # The pass that held it may still be running (or about to start, stale): it is
+            # closed by its own outcome later, and marked here where it lost its lease.
+            before = self.passes.get(leases[-1].owner)
+            if before is not None and before.ended_at is None:
+                before.taken_over_at = t
+                before.taken_over_by = f"{event['link']} pass {short(owner)}"
         lease = Lease(scope, run, owner, str(event["link"]), t, bool(result.get("takeover")))
         leases.append(lease)
         self.model.leases.append(lease)
@@ -210,14 +227,43 @@ class _Builder:
 
     def on_deliver(self, event: dict[str, Any]) -> None:
         key = (event["link"], event["seq"])
-        self.sends.pop(key, None)
+        sent = self.sends.pop(key, None) or {}
         executed = self.executed.pop(key, None)
         transit = float(event["t"]) - executed if executed is not None else 0.0
-        # Late = longer than the BEGIN margin: the wait that can turn a claim into a miss, or a
-        # BEGIN into a pass that starts after its lease is gone.
-        if executed is not None and transit > self.lease_ms * LEASE_ENTRY_MARGIN:
-            title = f"late reply: {event['op']} #{event['seq']} took {transit:.1f} ms to come back"
-            self.mark(str(event["link"]), event, "late", title, since=executed)
+        # Drawn when the reply took a quarter of the lease or more (the BEGIN margin's size),
+        # and said in the words of what it held up: only a claim's wait meets the margin.
+        if executed is None or transit <= self.lease_ms * LEASE_ENTRY_MARGIN:
+            return
+        op, args = str(event["op"]), sent.get("args") or []
+        lane = str(event["link"])
+        if op == "claim":
+            self.mark(lane, event, "late", self.late_claim(event, sent, transit), since=executed)
+        elif op == "begin" and len(args) >= 2:
+            scope = str(event["scope"])
+            lease = self.lease(scope, str(args[0]), str(args[1]))
+            title = f"late BEGIN reply: begin #{event['seq']} took {transit:.1f} ms to come back"
+            if lease is not None:
+                self.late_begins.append((len(self.model.marks), event, lease, transit))
+            self.mark(lane, event, "late", title, since=executed)
+        else:
+            self.mark(lane, event, "slow", _slow_reply(event, args, transit), since=executed)
+
+    def late_claim(self, event: dict[str, Any], sent: dict[str, Any], transit: float) -> str:
+        args = sent.get("args") or []
+        lease_ms = float(args[2]) if len(args) >= 3 and isinstance(args[2], int | float) else 0.0
+        margin = lease_ms * LEASE_ENTRY_MARGIN
+        waited = float(event["t"]) - float(sent.get("t", event["t"]))
+        left = lease_ms - waited
+        then = (
+            "too little: the drive does not BEGIN, it counts an admission miss"
+            if left <= margin
+            else "enough: the drive goes on to BEGIN"
+        )
+        return (
+            f"late claim reply: claim #{event['seq']} took {transit:.1f} ms to come back (the "
+            f"round trip {waited:.1f} ms of the {lease_ms:.0f} ms lease); BEGIN needs more than "
+            f"the margin, {margin:.1f} ms, left: about {left:.1f} ms were, {then}"
+        )
 
     def on_drop(self, event: dict[str, Any]) -> None:
         key = (event["link"], event["seq"])
@@ -231,6 +277,11 @@ class _Builder:
     # -- passes -----------------------------------------------------------------------------------
 
     def on_claim_won(self, event: dict[str, Any]) -> None:
+        run = str(event["run"])
+        scope = self.run_scope.get(run)
+        lease = self.lease(scope, run, str(event["owner"])) if scope is not None else None
+        if lease is not None and event.get("takeover") and isinstance(event.get("attempts"), int):
+            lease.charged = int(event["attempts"])
         found = Pass(
             str(event["drive"]),
             str(event["run"]),
@@ -286,6 +337,15 @@ class _Builder:
         if found is not None:
             found.ended_at, found.outcome = float(event["t"]), str(event.get("status"))
             found.written = event.get("written")
+            found.error = found.error or event.get("error")
+        if event.get("status") in ("advanced", "completed") and event.get("written"):
+            # A commit resets the run's attempts to 0: the charge of any takeover before it is
+            # cleared, which is why a run taken over and then committed ends with attempts 0.
+            scope = self.run_scope.get(str(event["run"]))
+            for lease in self.leases.get((scope or "", str(event["run"])), []):
+                if lease.charged and lease.cleared_at is None:
+                    lease.cleared_at = float(event["t"])
+                    lease.cleared_by = f"{event['drive']} pass {short(str(event['owner']))}"
         if event.get("status") == "superseded" or event.get("written") is False:
             title = f"outcome refused: {_fields(event, 'status', 'written', 'error')}"
             self.mark(str(event["drive"]), event, "refusal", title, owner=event.get("owner"))
@@ -334,7 +394,10 @@ class _Builder:
     def on_crash(self, event: dict[str, Any]) -> None:
         drive, t = str(event["drive"]), float(event["t"])
         down = float(event.get("down_ms") or 0.0)
-        title = f"crash: {drive} killed (working={event.get('working')}), down {down:.1f} ms"
+        title = (
+            f"crash: {drive} killed{_after(event)} (working={event.get('working')}), "
+            f"down {down:.1f} ms"
+        )
         self.model.marks.append(Mark(drive, t, "crash", title))
         if down > 0:
             self.model.marks.append(Mark(drive, t + down, "down", f"{drive} down", since=t))
@@ -345,8 +408,54 @@ class _Builder:
                     found.steps[-1].end = t
 
     def on_evict(self, event: dict[str, Any]) -> None:
-        title = f"eviction of {event['scope']} (actor live: {event.get('live')})"
+        by = f" {event['drive']}'s" if "after" in event else ""
+        title = f"eviction of {event['scope']}{_after(event, by)} (actor live: {event.get('live')})"
         self.mark(str(event["scope"]), event, "evict", title)
+
+    def on_hold(self, event: dict[str, Any]) -> None:
+        self.held[(str(event["drive"]), int(event["seq"]), str(event["leg"]))] = event
+
+    def on_release(self, event: dict[str, Any]) -> None:
+        held = self.held.pop((str(event["drive"]), int(event["seq"]), str(event["leg"])), None)
+        if held is None:
+            return
+        t = float(event["t"])
+        why = str(event.get("why"))
+        reason = (
+            f"released after {float(held.get('max_ms') or 0.0):.1f} ms, its longest: no other "
+            f"drive {_UNTIL.get(str(held.get('until')), 'did what it waited for')} before"
+            if why == "max_ms"
+            else f"released because another drive {_UNTIL.get(why, why)}"
+        )
+        title = f"{_held(held)}; {reason} ({t - float(held['t']):.1f} ms held)"
+        self.model.marks.append(
+            Mark(str(event["drive"]), t, "delay", title, since=float(held["t"]))
+        )
+
+    def on_fence(self, event: dict[str, Any]) -> None:
+        if event.get("leg") == "request":
+            title = f"killed: its {event['op']} call never left it (the process is gone)"
+        else:
+            title = (
+                f"killed: the reply to its {event['op']} #{event.get('seq')} reached a process "
+                "that is gone (the call had run in the scope)"
+            )
+        self.mark(str(event["drive"]), event, "fence", title)
+
+    def on_report(self, event: dict[str, Any]) -> None:
+        """A drive call ends: a pass of it still open was given up (a transport error)."""
+        errors = {
+            str(entry.get("run_id")): str(entry.get("error"))
+            for entry in (event.get("report") or {}).get("errors") or []
+            if isinstance(entry, dict)
+        }
+        drive, t = str(event["drive"]), float(event["t"])
+        for found in self.passes.values():
+            if found.drive == drive and found.ended_at is None:
+                found.ended_at = t
+                found.given_up = errors.get(found.run, "no outcome")
+                if found.steps and found.steps[-1].end is None:
+                    found.steps[-1].end = t
 
     def on_tick(self, event: dict[str, Any]) -> None:
         self.mark(str(event["drive"]), event, "tick", f"{event['drive']} drives {event['scope']}")
@@ -387,6 +496,16 @@ class _Builder:
             model.marks[index] = Mark(
                 str(event["drive"]), last, "late-request", title, since=float(event["t"])
             )
+        for held in self.held.values():
+            title = f"{_held(held)}; never released: the world ended first"
+            model.marks.append(
+                Mark(str(held["drive"]), max(last, float(held["t"])), "delay", title,
+                     since=float(held["t"]))
+            )  # fmt: skip
+        for index, event, lease, transit in self.late_begins:
+            model.marks[index] = attrs.evolve(
+                model.marks[index], title=_late_begin(event, lease, transit)
+            )
         for mark in model.marks:
             model.end = max(model.end, mark.t)
         self.stale_passes()
@@ -405,6 +524,61 @@ class _Builder:
                 and found.invoked_at >= lease.ended_at
             ):
                 found.stale_since = lease.ended_at
+
+
+#: What a held leg waits for another drive to do (the HoldLeg's ``until``), in words.
+_UNTIL = {
+    "takeover": "took a run over",
+    "step": "recorded a step",
+    "effect": "wrote through the scope's door (an effect)",
+    "commit": "committed a pass",
+    "tick": "started a drive call",
+}
+
+
+def _held(event: dict[str, Any]) -> str:
+    return (
+        f"held {event['leg']}: {event['op']} call {event.get('nth')} (#{event['seq']}) held "
+        f"until another drive {_UNTIL.get(str(event.get('until')), str(event.get('until')))}"
+    )
+
+
+def _after(event: dict[str, Any], by: str = " its") -> str:
+    """Where a fault that strikes after a call struck (CrashAfter, EvictAfter)."""
+    if "after" not in event:
+        return ""
+    return (
+        f" right after{by} {event['after']} call {event.get('nth')} (#{event.get('seq')}) ran in "
+        "the scope, before its reply left"
+    )
+
+
+def _late_begin(event: dict[str, Any], lease: Lease, transit: float) -> str:
+    t = float(event["t"])
+    expiries = [expiry for at, expiry in lease.renewals if at <= t]
+    head = f"late BEGIN reply: begin #{event['seq']} took {transit:.1f} ms to come back"
+    if not expiries:
+        return head
+    left = expiries[-1] - t
+    if left > 0:
+        return f"{head}; the handler starts with about {left:.1f} ms of its lease left"
+    return (
+        f"{head}; the handler starts {-left:.1f} ms after its lease expired (at "
+        f"{expiries[-1]:.1f} ms): another drive may have taken the run over meanwhile"
+    )
+
+
+def _slow_reply(event: dict[str, Any], args: list[Any], transit: float) -> str:
+    op, seq = event["op"], event["seq"]
+    head = f"slow reply: {op} #{seq} took {transit:.1f} ms to come back"
+    lease_at = {"begin_step": 3, "record_step": 7}.get(str(op))
+    if lease_at is not None and len(args) > lease_at and isinstance(args[lease_at], int | float):
+        left = float(args[lease_at]) - transit
+        return (
+            f"{head} (step {args[1]}): the lease this step boundary renewed had about "
+            f"{left:.1f} ms left when the pass heard back (no BEGIN margin applies here)"
+        )
+    return head
 
 
 def _late_request(event: dict[str, Any]) -> str:

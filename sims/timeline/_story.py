@@ -39,7 +39,31 @@ def _outcome(e: dict[str, Any]) -> str:
     # A pass that failed and will be tried again is said to have failed, not just to end.
     why = " — the pass FAILED; the run is tried again when due" if e["status"] == "retrying" else ""
     written = "" if e["written"] else " (nothing written)"
-    return f"{_pass(e)} ends {e['status']}{written}{why}{error}"
+    cleared = (
+        f"; the commit resets attempts to 0, clearing what {plural(e['cleared'], 'takeover')} "
+        "charged"
+        if e.get("cleared")
+        else ""
+    )
+    return f"{_pass(e)} ends {e['status']}{written}{why}{cleared}{error}"
+
+
+def _given_up(e: dict[str, Any]) -> str | None:
+    """A drive call that ended with a pass of it still open gave up on that pass."""
+    told = []
+    for owner, run, error, begun in e.get("given_up") or ():
+        lease = (
+            "its BEGUN lease stays until it expires; the drive that then takes the run over "
+            "charges this pass an attempt"
+            if begun
+            else "its lease (never begun) stays until it expires; then any drive may claim the "
+            "run, at no attempt"
+        )
+        told.append(
+            f"gives up on pass {short(owner)} of run {short(run)} ({error}): no outcome is "
+            f"written; {lease}"
+        )
+    return "; ".join(told) or None
 
 
 def _step_end(e: dict[str, Any]) -> str | None:
@@ -63,6 +87,51 @@ def _call(e: dict[str, Any]) -> str:
 def _drop(e: dict[str, Any]) -> str:
     what = "it did not run" if e["leg"] == "request" else "it had run"
     return f"fault: the {e['leg']} of {_call(e)} was dropped ({what})"
+
+
+#: What a held leg waits for another drive to do (the HoldLeg's ``until``), in words.
+_UNTIL = {
+    "takeover": "takes a run over",
+    "step": "records a step",
+    "effect": "writes through the scope's door (an effect)",
+    "commit": "commits a pass",
+    "tick": "starts a drive call",
+}
+
+
+def _hold(e: dict[str, Any]) -> str:
+    until = _UNTIL.get(e["until"], e["until"])
+    return (
+        f"fault: the {e['leg']} of {_call(e)} is held until another drive {until} (at most "
+        f"{ms(e['max_ms'])} ms)"
+    )
+
+
+#: The same, done: why a held leg was let go.
+_DONE = {
+    "takeover": "took a run over",
+    "step": "recorded a step",
+    "effect": "wrote through the scope's door (an effect)",
+    "commit": "committed a pass",
+    "tick": "started a drive call",
+}
+
+
+def _release(e: dict[str, Any]) -> str:
+    if e["why"] == "max_ms":
+        why = "nothing it waited for happened in its longest hold"
+    else:
+        why = f"another drive {_DONE.get(e['why'], e['why'])}"
+    return f"the held {e['leg']} of {_call(e)} is let go: {why}"
+
+
+def _after(e: dict[str, Any], whose: str) -> str:
+    """Where a fault that strikes after a call struck (CrashAfter, EvictAfter)."""
+    if "after" not in e:
+        return ""
+    return (
+        f" right after {whose} {e['after']} call {e['nth']} ran in the scope, before its reply left"
+    )
 
 
 def _late(e: dict[str, Any]) -> str:
@@ -105,13 +174,16 @@ _TELLERS: dict[str, Teller] = {
         f"{plural(len(e['faults']), 'fault')} of the plan never fired: {'; '.join(e['faults'])}"
     ),
     "fault.pause": lambda e: f"fault: stops for {ms(e['ms'])} ms ({e['where']} {e['nth']})",
-    "fault.crash": lambda e: f"fault: killed; back in {ms(e['down_ms'])} ms",
+    "fault.crash": lambda e: f"fault: killed{_after(e, 'its')}; back in {ms(e['down_ms'])} ms",
+    "fault.hold": _hold,
+    "fault.release": _release,
+    "drive.report": _given_up,
     "fault.fence": lambda e: (
         f"killed: its {e['op']} never left it (the process is gone)"
         if e["leg"] == "request"
         else f"killed: the reply to its {e['op']} #{e['seq']} reached a process that is gone"
     ),
-    "fault.evict": lambda e: f"fault: scope {e['scope']} evicted",
+    "fault.evict": lambda e: f"fault: scope {e['scope']} evicted{_after(e, 'its')}",
     "rpc.drop": _drop,
     "rpc.exec": _exec,
 }
@@ -129,8 +201,10 @@ def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterat
     # A call a fault struck is named as the plan names it (the drive's nth call of the
     # operation) in every line about it, not by the link's own sequence number.
     nths: dict[tuple[Any, Any], int] = {}
+    passes = _Passes()
     for event in events:
         name = event["ev"]
+        event = passes.read(event)
         if name.startswith("fault.") and "nth" in event and "seq" in event:
             nths[(event["drive"], event["seq"])] = event["nth"]
         elif name.startswith("rpc.") and "nth" not in event:
@@ -161,3 +235,46 @@ def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterat
             f"{'':>13}  … {more} (run with --story-lines {told + left} to see the whole story; "
             "--trace FILE writes its events as JSON lines)"
         )
+
+
+class _Passes:
+    """Follows which passes are open, to tell when a drive gives up on one and when a commit
+    clears the attempts a takeover charged."""
+
+    def __init__(self) -> None:
+        self.open: dict[Any, dict[Any, Any]] = {}  # drive -> {owner: run}
+        self.begins: dict[tuple[Any, Any], str] = {}  # (link, seq) -> owner of a BEGIN sent
+        self.begun: set[str] = set()  # owners whose BEGIN the store wrote
+        self.charged: dict[Any, int] = {}  # run -> takeovers that charged it, not yet cleared
+
+    def read(self, event: dict[str, Any]) -> dict[str, Any]:
+        name = event["ev"]
+        if name == "rpc.send" and event.get("op") == "begin" and len(event.get("args") or []) > 1:
+            self.begins[(event["link"], event["seq"])] = str(event["args"][1])
+        elif name == "rpc.exec" and event.get("op") == "begin" and event.get("result") is True:
+            owner = self.begins.get((event["link"], event["seq"]))
+            if owner is not None:
+                self.begun.add(owner)
+        elif name == "claim.won":
+            self.open.setdefault(event["drive"], {})[event["owner"]] = event["run"]
+            if event.get("takeover"):
+                self.charged[event["run"]] = self.charged.get(event["run"], 0) + 1
+        elif name in ("pass.outcome", "begin.refused", "admission.miss", "claim.lost"):
+            self.open.get(event.get("drive"), {}).pop(event.get("owner"), None)
+            committed = name == "pass.outcome" and event["status"] in ("advanced", "completed")
+            if committed and event["written"] and self.charged.get(event["run"]):
+                return {**event, "cleared": self.charged.pop(event["run"])}
+        elif name == "fault.crash":
+            self.open.pop(event["drive"], None)
+        elif name == "drive.report":
+            still = self.open.pop(event["drive"], {})
+            errors = {
+                entry.get("run_id"): entry.get("error")
+                for entry in (event.get("report") or {}).get("errors") or []
+            }
+            given_up = [
+                (owner, run, errors.get(run, "no outcome"), owner in self.begun)
+                for owner, run in still.items()
+            ]
+            return {**event, "given_up": given_up}
+        return event

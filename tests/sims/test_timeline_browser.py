@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from sims import DelayLeg, FaultPlan, Simulation, simulate
+from sims import DelayLeg, DropLeg, FaultPlan, Simulation, simulate
+from sims.faults._plan import HoldLeg, UpstreamFailure
 from sims.timeline._render import build_timeline, render_html
 
 from .chromium import Browser, Tab, chromium_path, png_pixels
@@ -228,3 +229,117 @@ def test_an_explained_double_run_is_marked_on_its_band(browser: Browser, tmp_pat
     (line,) = _places(tab, f'line[data-finding="{number}"]')
     (band,) = _places(tab, ".double-run")
     assert band["x"] - 1 <= line["x"] <= band["x"] + band["width"] + 1
+
+
+#: Each pin (a glyph or a label) of a kind or with a text: where it is drawn, whether it is shown
+#: (a label is hidden where it does not fit) and what a pointer at its centre hits.
+_PINS = """
+Array.from(document.querySelectorAll("#zp > .p")).filter((g) => %s).map((g) => {
+  g.scrollIntoView({block: "center"});
+  const r = g.getBoundingClientRect();
+  const hits = document.elementsFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+  return {
+    shown: g.getAttribute("display") !== "none", width: r.width, height: r.height,
+    // Near the middle of the picture, where a zoom to an instant puts it.
+    center: Math.abs(r.left - innerWidth / 2) < 60,
+    hit: hits.some((h) => g === h || g.contains(h)),
+    title: Array.from(g.querySelectorAll("title")).map((t) => t.textContent).join(" "),
+  };
+})
+"""
+
+
+def _pins(tab: Tab, test: str) -> list[dict[str, Any]]:
+    pins: list[dict[str, Any]] = tab.eval(_PINS % test)
+    return pins
+
+
+def _labelled(text: str) -> str:
+    return (
+        f"Array.from(g.querySelectorAll('text')).some((t) => t.lastChild.textContent === {text!r})"
+    )
+
+
+def test_every_pass_is_closed_and_labelled_on_the_page(browser: Browser, tmp_path: Path) -> None:
+    # A dropped BEGIN request: the pass ends where the drive gave up on it, capped and labelled.
+    dropped = FaultPlan((DropLeg(drive="cron", operation="begin", nth=1, leg="request"),))
+    tab = _open_simulation(browser, tmp_path, simulate("late-begin", 1, plan=dropped))
+    (cap,) = _pins(tab, "g.dataset.k === 'given-up'")
+    assert cap["hit"]
+    assert "the drive gave up on this pass" in cap["title"]
+    (label,) = _pins(tab, _labelled("gave up"))
+    assert label["shown"]
+    assert label["hit"]
+    assert not _pins(tab, "g.dataset.k === 'open'")
+
+    # Three passes that failed and were retried: each capped in red and labelled (zoomed in
+    # where three labels do not fit the whole trace).
+    upstream = FaultPlan((UpstreamFailure(first=1, count=3),))
+    simulation = simulate("late-begin", 1, plan=upstream)
+    tab = _open_simulation(browser, tmp_path, simulation)
+    caps = _pins(tab, "g.dataset.k === 'pass-failed'")
+    assert len(caps) == 3
+    assert all("wrote retrying" in cap["title"] for cap in caps)
+    for found in build_timeline(simulation.outcome.trace).passes[:3]:
+        assert found.outcome == "retrying"
+        tab.eval(f"timeline.zoom(40, {found.ended_at})")
+        (cap,) = [p for p in _pins(tab, "g.dataset.k === 'pass-failed'") if p["center"]]
+        assert cap["hit"]
+        shown = [p for p in _pins(tab, _labelled("FAILED · retried later")) if p["center"]]
+        assert len(shown) == 1
+        assert shown[0]["shown"]
+        assert shown[0]["hit"]
+    assert tab.errors() == []
+
+
+def test_a_takeover_its_charge_and_the_commit_that_cleared_it_are_on_the_page(
+    browser: Browser, tmp_path: Path
+) -> None:
+    tab = _open_simulation(browser, tmp_path, simulate("late-begin", 1))
+    # The stale pass's lease was taken over while it was open: marked on its own row.
+    (taken,) = _pins(tab, "g.dataset.k === 'taken-over'")
+    assert taken["hit"]
+    assert "by alarm pass" in taken["title"]
+    (charged,) = _pins(tab, "g.dataset.k === 'charged'")
+    assert charged["shown"]
+    assert charged["hit"]
+    assert "charged an attempt (attempts now 1" in charged["title"]
+    (cleared,) = _pins(tab, "g.dataset.k === 'cleared'")
+    assert cleared["shown"]
+    assert cleared["hit"]
+    assert "resets the run's attempts to 0" in cleared["title"]
+    # The BEGIN reply is late, and says what it held up; nothing here is called slow.
+    late = tab.eval(
+        "Array.from(document.querySelectorAll('[data-k=late] title')).map((t) => t.textContent)"
+    )
+    assert late
+    assert all("after its lease expired" in title for title in late)
+    assert tab.eval("document.querySelectorAll('[data-k=slow]').length") == 0
+    assert tab.errors() == []
+
+
+def test_a_slow_step_reply_and_a_held_leg_are_drawn_for_what_they_are(
+    browser: Browser, tmp_path: Path
+) -> None:
+    slow_step = DelayLeg(drive="cron", operation="begin_step", nth=2, leg="reply", ms=400.0)
+    tab = _open_simulation(
+        browser, tmp_path, simulate("late-begin", 1, plan=FaultPlan((slow_step,)))
+    )
+    assert tab.eval("document.querySelectorAll('[data-k=late]').length") == 0
+    (line,) = _places(tab, "line[data-k=slow]")
+    assert line["width"] > 10
+    (arrow,) = _pins(tab, "g.dataset.k === 'slow'")
+    assert arrow["hit"]
+    assert "no BEGIN margin applies here" in arrow["title"]
+    legend = tab.eval("document.querySelector('[data-legend=slow]').textContent")
+    assert "margin" not in legend
+
+    held = HoldLeg(drive="cron", operation="begin", nth=1, leg="reply", until="effect")
+    tab = _open_simulation(browser, tmp_path, simulate("late-begin", 1, plan=FaultPlan((held,))))
+    titles = tab.eval(
+        "Array.from(document.querySelectorAll('line[data-k=delay]')).map((l) => l.textContent)"
+    )
+    assert any("released because another drive wrote through the scope's door" in t for t in titles)
+    (line,) = _places(tab, "line[data-k=delay]")
+    assert line["hit"]
+    assert tab.errors() == []
