@@ -500,6 +500,7 @@ def _random_setup(seed: int) -> WorldSetup:
         drives=SWARM_DRIVES,
         plan=FaultPlan((*plan.faults, *edges)),
         objects=6,
+        record_returns=True,
     )
 
 
