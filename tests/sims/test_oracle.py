@@ -47,6 +47,10 @@ EDGE_MUTANTS = {
 RANDOM_MUTANTS = {
     "commit-owner",
     "due-by-id",
+    "due-strict",
+    "erasure-keeps-step-results",
+    "lease-min-fifty",
+    "memo-raw-text",
     "patch-owner",
     "record-step-owner",
     "renew-unguarded",
