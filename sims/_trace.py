@@ -21,14 +21,18 @@ import trio
 #: ``world.begin``. 2: the oracle's events (``job.register``, ``drive.call``, ``start.*``,
 #: ``hx.*``), ``rpc.exec`` at the moment the store ran it, and ``world.sync`` with step rows.
 #: 3: ``world_sha256`` in the ``world.begin`` of a user's world, the content hash of its file.
-TRACE_FORMAT = 3
+#: 4: ``hx.got`` (what each ``step()`` handed back to the handler) and a refused ``job.register``.
+TRACE_FORMAT = 4
 
 
-def trace_format(begin: dict[str, Any]) -> int:
+def trace_format(begin: dict[str, Any], *, record_returns: bool = False) -> int:
     """The version a trace whose ``world.begin`` carries ``begin`` writes: the oldest that
     describes it. A built-in world's trace has nothing version 3 added, so it still says 2 and
-    keeps its bytes; a user's world, which records its file's hash, says 3."""
-    return TRACE_FORMAT if "world_sha256" in begin else 2
+    keeps its bytes; a user's world, which records its file's hash, says 3; a world that traces
+    what each step handed back (``record_returns``, the ``random`` swarm) says 4."""
+    if record_returns:
+        return 4
+    return 3 if "world_sha256" in begin else 2
 
 
 #: The ``kind`` of an effect row in a scope's items: what ``record_effect`` writes.

@@ -355,6 +355,50 @@ _ABLATIONS: dict[str, tuple[type[ScopeDatabase], str]] = {
         ),
         "payload-refused",
     ),
+    "due-strict": (
+        _ablated(
+            "DueStrict",
+            "The due read leaves out a run due in the very millisecond of the read (< for <=).",
+            Ablation(
+                "scopehost._database",
+                'next_attempt_at <= ?"',
+                'next_attempt_at < ?"',
+            ),
+        ),
+        "store-due_keys",
+    ),
+    "memo-raw-text": (
+        _ablated(
+            "MemoRawText",
+            "A completed step hands the handler its memo's JSON text, not the value.",
+            Ablation(_PASS, "return loads(row.result)", "return row.result"),
+        ),
+        "step-return",
+    ),
+    "lease-min-fifty": (
+        _ablated(
+            "LeaseMinFifty",
+            "A job may register a lease from 50 ms, half the spec's minimum.",
+            Ablation(
+                "driver._constants", "JOB_LEASE_MIN_MS: Final = 100", "JOB_LEASE_MIN_MS: Final = 50"
+            ),
+        ),
+        "register-lease",
+    ),
+    "erasure-keeps-step-results": (
+        _ablated(
+            "ErasureKeepsStepResults",
+            "An erasure leaves a subject's envelope in the step results of a run that holds "
+            "nothing else of the subject.",
+            Ablation(
+                "scopehost._erasure",
+                "carrying = [step for step, result, _ in steps if "
+                "_text_carries(result, subject_id)]",
+                "carrying: list[str] = []",
+            ),
+        ),
+        "store-",
+    ),
 }
 
 #: The oracle check each mutant must make a sweep report (a prefix of the check's name).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .._numbers import ms
 from ._records import KernelRecords, PassModel, Policy, Row, TickModel
-from ._spec import DRIVE_LIMIT, LEASE_ENTRY_MARGIN, LEASE_MS
+from ._spec import DRIVE_LIMIT, LEASE_ENTRY_MARGIN, LEASE_MAX_MS, LEASE_MIN_MS, LEASE_MS
 
 #: A world's drives read their monotonic clock to the microsecond, as the trace spells its times,
 #: from an origin of whole milliseconds: a wait between two trace times of whole milliseconds is
@@ -24,7 +24,35 @@ class DriveRules(KernelRecords):
     """Follows drive calls and the claim, BEGIN and miss of each pass."""
 
     def on_register(self, e: Row) -> None:
-        lease = e["lease_ms"] if e["lease_ms"] is not None else LEASE_MS
+        asked = e["lease_ms"]
+        lawful = asked is None or (type(asked) is int and LEASE_MIN_MS <= asked <= LEASE_MAX_MS)
+        refused = e.get("refused")
+        if refused is not None:
+            self.probe("register.lease-refused")
+            # Only a refusal that names the lease is judged: a registration may be refused for
+            # its name or its retry policy too, which this rule says nothing about.
+            if lawful and "lease_ms" in refused:
+                self.report(
+                    "register-lease",
+                    None,
+                    e["t"],
+                    f"job {e['module_id']}/{e['job']} on {e['drive']} was refused lease_ms "
+                    f"{asked!r}, which the spec allows (an integer from {LEASE_MIN_MS} to "
+                    f"{LEASE_MAX_MS} ms): {refused}",
+                )
+            return
+        if not lawful:
+            self.report(
+                "register-lease",
+                None,
+                e["t"],
+                f"job {e['module_id']}/{e['job']} on {e['drive']} registered lease_ms "
+                f"{asked!r}, which the spec refuses: a lease is an integer from {LEASE_MIN_MS} "
+                f"to {LEASE_MAX_MS} ms",
+            )
+        elif asked is not None and asked < 2 * LEASE_MIN_MS:
+            self.probe("register.lease-near-min")
+        lease = asked if asked is not None else LEASE_MS
         self.jobs[(e["drive"], e["module_id"], e["job"])] = (Policy.of(e["retry"]), lease)
 
     def on_drive_call(self, e: Row) -> None:

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from ._erasure import REFUSED, tombstone_of
+from ._erasure import REFUSED, carries, tombstone_of
 from ._kernel import KernelModel
 from ._model import ScopeModel, predict
 from ._probes import PROBES
@@ -238,6 +238,13 @@ class Oracle:
             owner = args[_OWNER_ARG[op]]
             if row is not None and row["lease_owner"] != owner and owner in self.kernel.owners:
                 self.probe("stale-write.refused")
+        elif op == "due_keys":
+            # A run due in the very millisecond of the read: the edge between `<=` and `<`.
+            if any(
+                row["status"] == "running" and row["next_attempt_at"] == args[0]
+                for row in model.runs.values()
+            ):
+                self.probe("due.same-ms")
         elif op == "shred_subject":
             for row in model.runs.values():
                 if row.get("subject_id") == args[0] and tombstone_of(row["payload"]) is None:
@@ -245,6 +252,12 @@ class Oracle:
                         self.probe("erasure.mid-pass")
                     if row["status"] != "running":
                         self.probe("erasure.after-pass")
+            if any(
+                carries(step["result"], args[0])
+                and not carries(model.runs.get(run_id, {}).get("payload"), args[0])
+                for (run_id, _), step in model.steps.items()
+            ):
+                self.probe("erasure.step-result")
         elif op == "import_dump":
             own = args[0].get("scope_id") == e["scope"]
             self.probe("import.own-scope" if own else "import.other-scope")
@@ -343,6 +356,7 @@ _EVENTS: dict[str, Callable[[Oracle, Row], None]] = {
     "hx.step": _k("on_hx_step"),
     "hx.fn": _k("on_hx_fn"),
     "hx.fn.end": _k("on_hx_fn_end"),
+    "hx.got": _k("on_hx_got"),
     "hx.count": _k("on_hx_count"),
     "hx.end": _k("on_hx_end"),
     "pass.outcome": _k("on_pass_outcome"),

@@ -54,6 +54,11 @@ PROBES: Final[dict[str, str]] = {
     "drive.limit-reached": "a drive's limit left due runs for the next call",
     "drive.second-pass": "a drive call ran a second pass of one run (max_passes)",
     "instance.several-scopes": "one instance name live in several scopes at once",
+    "register.lease-refused": "a job's registration was refused (a lease below the minimum)",
+    "register.lease-near-min": "a job registered a lease under twice the minimum",
+    "due.same-ms": "a due read at exactly a run's next_attempt_at (due: the test is <=)",
+    "step.memo-returned": "step() handed the handler a memo's value, as the trace records it",
+    "erasure.step-result": "an erasure reached a run only through a step result's envelope",
 }
 
 

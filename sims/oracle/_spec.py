@@ -18,6 +18,8 @@ from typing import Final
 LEASE_MS: Final = 900_000
 #: The shortest lease a job may register: ``leaseMs`` is refused unless an integer of at least it.
 LEASE_MIN_MS: Final = 100
+#: The longest lease a job may register: a year.
+LEASE_MAX_MS: Final = 31_536_000_000
 #: The share of its lease a claim must still have left to BEGIN (the margin is the lease times it).
 LEASE_ENTRY_MARGIN: Final = 0.25
 #: ``last_error`` written by a claim that takes over a BEGUN lease.
@@ -69,6 +71,7 @@ ERASED_FINISHED_NOTE: Final = (
 DRIVER_NAMES: Final[dict[str, str]] = {
     "LEASE_MS": "JOB_LEASE_MS",
     "LEASE_MIN_MS": "JOB_LEASE_MIN_MS",
+    "LEASE_MAX_MS": "JOB_LEASE_MAX_MS",
     "LEASE_ENTRY_MARGIN": "JOB_LEASE_ENTRY_MARGIN",
     "LEASE_EXPIRED_NOTE": "JOB_LEASE_EXPIRED_NOTE",
     "ADMISSION_MISS_MAX": "JOB_ADMISSION_MISS_MAX",

@@ -123,6 +123,37 @@ class StepRules(KernelRecords):
         step.value = e.get("value")
         step.record_expected = not (step.error is not None and step.door)
 
+    def on_hx_got(self, e: Row) -> None:
+        """What ``step()`` handed back: the body's own value when it ran, else its memo's value
+        (the JSON the ledger keeps, parsed), never the stored text itself."""
+        p = self._pass_of(e)
+        if p is None or p.step is None or p.step.name != e["step"]:
+            return
+        step = p.step
+        if step.ran:
+            if not step.has_value:
+                return
+            expected, source = step.value, "its body returned"
+        elif step.boundary is not None and step.boundary["result"] is not None:
+            self.probe("step.memo-returned")
+            try:
+                expected = json.loads(step.boundary["result"])
+            except ValueError:
+                return  # a memo that is not JSON is the kernel's to refuse, not to hand back
+            source = "its memo holds"
+        else:
+            return
+        if "value" in e and e["value"] == expected:
+            return
+        got = repr(e["value"])[:60] if "value" in e else f"a {e.get('unsafe')}"
+        self.report(
+            "step-return",
+            p.run,
+            e["t"],
+            f"step {e['step']!r} of pass {p.owner[-6:]} handed the handler {got}, not the value "
+            f"{source} ({repr(expected)[:60]})",
+        )
+
     def on_record_step_send(self, e: Row, p: PassModel) -> None:
         step = p.step
         args = e["args"]

@@ -95,6 +95,10 @@ class WorldSetup:
     operations: Mapping[str, ModuleOperation] | None = attrs.field(
         default=None, validator=_check_operations
     )
+    #: Trace what each ``step()`` handed back to its handler (``hx.got``, trace format 4), so the
+    #: oracle checks that a memo returns the value its body returned. Off by default: a built-in
+    #: world's trace keeps the bytes it had before format 4.
+    record_returns: bool = False
 
 
 @attrs.frozen
@@ -166,7 +170,12 @@ async def _main(
     )
     trace.record(
         "world.begin",
-        {"format": trace_format(meta), "seed": seed, "plan": repr(setup.plan), **meta},
+        {
+            "format": trace_format(meta, record_returns=setup.record_returns),
+            "seed": seed,
+            "plan": repr(setup.plan),
+            **meta,
+        },
     )
     upstream = Upstream(setup.objects, _failing_calls(setup.plan))
 
@@ -207,6 +216,7 @@ async def _hosted(
                 upstream=upstream,
                 drive_names=setup.drives,
                 scope_names=setup.scopes,
+                record_returns=setup.record_returns,
             )
             world.schedule_faults()
             await drive(world)

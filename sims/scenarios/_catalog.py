@@ -512,6 +512,7 @@ def _random_setup(seed: int) -> WorldSetup:
         drives=SWARM_DRIVES,
         plan=FaultPlan((*plan.faults, *edges, *events.faults)),
         objects=6,
+        record_returns=True,
     )
 
 

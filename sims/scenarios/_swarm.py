@@ -24,6 +24,13 @@ spec's edges:
 * a drive whose claims come back too late to begin, on a scope of its own: admission misses up
   to the tenth, which fails the run (in half the worlds: the backoffs between misses are checked
   by a checkpoint of the scope after each miss, and only a world with misses has any);
+* a punctual drive: when a pass writes a run's next due time, a drive of its own reads the due runs
+  in exactly that millisecond (a run due at the read's own time is due: the test is ``<=``);
+* a step result that carries a subject's classified envelope, in a chore whose later step fails
+  the run (so the ledger keeps it), and an erasure of that subject at the end: the run is reached
+  only through its step result;
+* registrations of a job with a lease below the minimum (refused) and then near it (accepted),
+  and a run of that job under its short lease;
 * spec-edge faults added to the drawn plan: a BEGIN request held past the lease (refused), a BEGIN
   reply held past the margin (the documented double run), a pause past the lease before a step,
   inside one or before the outcome, abandoned requests delivered late.
@@ -49,7 +56,9 @@ from driver import (
     RetryPolicy,
     StartJobRunInput,
     ValidationFailed,
+    parse_iso_ms,
 )
+from scopehost import DEFAULT_EPOCH_MS
 
 from ..faults._plan import DelayLeg, Fault, LateRequest, PauseDrive
 from ..oracle._spec import LEASE_ENTRY_MARGIN
@@ -57,11 +66,13 @@ from ..world._world import WALK_MODULE, DriveSpec, World
 
 #: The scopes of the swarm: two driven by the cron and the alarm, one by the slow drive alone.
 SWARM_SCOPES = ("scope-1", "scope-2", "scope-3")
-#: The swarm's drives: the cron and the alarm, and the slow drive some seeds add.
-SWARM_DRIVES = ("cron", "alarm", "slow")
+#: The swarm's drives: the cron and the alarm, and the slow and the prompt drives some seeds add.
+SWARM_DRIVES = ("cron", "alarm", "slow", "prompt")
 #: The job of the chores, and the job no drive registers until the end.
 CHORE_JOB = "chore"
 ORPHAN_JOB = "orphan"
+#: The job registered with a lease near the minimum (after one below it, refused).
+BRIEF_JOB = "brief"
 SUBJECTS = ("subject-1", "subject-2")
 
 
@@ -93,6 +104,14 @@ class Swarm:
     #: The slow drive's claim answer leaves exactly the margin by its count (a miss: BEGIN's
     #: test is strict), rather than less than it.
     exact_margin: bool = False
+    #: A drive of its own calls at the very millisecond a pass said its run is due again.
+    punctual: bool = False
+    #: A chore whose first step returns an envelope of ``SUBJECTS[1]`` and whose second step
+    #: always fails, and an erasure of that subject once every run has ended.
+    keeper: bool = False
+    #: The leases the cron registers ``BRIEF_JOB`` with, in order: one below the minimum (the
+    #: spec refuses it), then one near it (accepted, and a run of the job uses it).
+    brief_leases: tuple[int, int] | None = None
 
 
 def _policy(rng: random.Random, max_attempts: int) -> RetryPolicy:
@@ -199,7 +218,30 @@ def draw_swarm(rng: random.Random) -> Swarm:
         reads=tuple(_read(rng) for _ in range(rng.randint(1, 3))) if on(0.4) else (),
         unsafe_payloads=tuple(rng.sample(sorted(UNSAFE_PAYLOADS), 2)) if on(0.6) else (),
         exact_margin=on(),
+        punctual=on(),
+        keeper=on(0.15),
+        brief_leases=(
+            (rng.choice((1, 50, 75, 99)), rng.choice((100, 101, 150, 199))) if on(0.15) else None
+        ),
     )
+
+
+#: The keeper's plan: its first step's result holds a person's data (a classified envelope of
+#: the second subject, while the run itself names no subject); its second step fails until the
+#: run has failed, so the ledger keeps that result for the erasure at the end.
+KEEPER_CHORE: dict[str, Any] = {
+    "index": 90,
+    "passes": 1,
+    "steps": [
+        {"name": "part-0", "fail": 0, "retry": None, "tighten": False, "envelope": SUBJECTS[1]},
+        {"name": "part-1", "fail": 99, "retry": None, "tighten": False},
+    ],
+    "omit_cursor": False,
+    "reuse": False,
+    "catch_reuse": False,
+    "throws": 0,
+    "bad_cursor": False,
+}
 
 
 def edge_faults(
@@ -264,6 +306,10 @@ class SwarmWorld:
         self.leases: dict[str, dict[str, str]] = {scope: {} for scope in SWARM_SCOPES}
         self.scope_of: dict[str, str] = {}
         world.trace.listeners.append(self._follow)
+        #: The scopes the prompt drive is calling on now.
+        self.prompt_busy: set[str] = set()
+        if swarm.punctual:
+            world.trace.listeners.append(self._due_again)
 
     # -- handlers -------------------------------------------------------------------------------
 
@@ -277,7 +323,9 @@ class SwarmWorld:
             spent = self.failures[(run_id, step["name"])]
             if step["tighten"] and 0 < spent < self.swarm.chore_retry.max_attempts:
                 retry = RetryPolicy(max_attempts=spent, base_delay_ms=0, max_delay_ms=0)
-            body = partial(self._chore_body, run_id, step["name"], step["fail"], done)
+            body = partial(
+                self._chore_body, run_id, step["name"], step["fail"], done, step.get("envelope")
+            )
             await ctx.step(step["name"], body, retry=retry)
         if plan["reuse"] and plan["steps"] and run_id not in self.reused:
             self.reused.add(run_id)
@@ -300,11 +348,20 @@ class SwarmWorld:
             return JobPassResult(done=last)
         return JobPassResult(cursor={"pass": done + 1}, done=last)
 
-    async def _chore_body(self, run_id: str, name: str, fail: int, done: int) -> str:
+    async def _chore_body(
+        self, run_id: str, name: str, fail: int, done: int, envelope: str | None = None
+    ) -> Any:
         if self.failures[(run_id, name)] < fail:
             self.failures[(run_id, name)] += 1
             raise RuntimeError(f"{name} failed ({self.failures[(run_id, name)]} of {fail})")
+        if envelope is not None:
+            return {"step": f"{name}@{done}", "contact": _envelope(envelope)}
         return f"{name}@{done}"
+
+    async def brief(self, ctx: Any) -> JobPassResult:
+        """The short-leased job: one step, then done."""
+        got = await ctx.step("only", partial(_brief_body, ctx.run.id))
+        return JobPassResult(cursor={"got": got}, done=True)
 
     async def orphan(self, ctx: Any) -> JobPassResult:
         return JobPassResult(cursor="adopted", done=True)
@@ -336,6 +393,21 @@ class SwarmWorld:
             return
         self.world.trace.record("world.start", {"drive": drive, "scope": scope, "run": run.id})
 
+    def register_brief(self, leases: tuple[int, int]) -> bool:
+        """The cron registers the brief job with each lease in turn; whether one was accepted."""
+        registered = False
+        for lease in leases:
+            try:
+                self.world.drives["cron"].driver.register_job(
+                    WALK_MODULE, BRIEF_JOB, self.brief, lease_ms=lease
+                )
+            except (ValidationFailed, Conflict) as err:
+                self.world.note(f"job {BRIEF_JOB} with lease_ms {lease} refused: {err}")
+                continue
+            self.world.note(f"job {BRIEF_JOB} registered with lease_ms {lease} on the cron")
+            registered = True
+        return registered
+
     async def run(self) -> None:
         world, swarm = self.world, self.swarm
         rng = world.rng("swarm-world")
@@ -344,6 +416,16 @@ class SwarmWorld:
                 DriveSpec(name=name, request_ms=_jitter, reply_ms=_jitter), retry=swarm.walk_retry
             )
             drive.driver.register_job(
+                WALK_MODULE, CHORE_JOB, self.chore, retry=swarm.chore_retry, lease_ms=world.lease_ms
+            )
+        if swarm.punctual:
+            # Its own drive, not the alarm: the oracle follows one call per drive and scope at a
+            # time, as a drive that ticks on a schedule makes them.
+            prompt = world.add_drive(
+                DriveSpec(name="prompt", request_ms=_jitter, reply_ms=_jitter),
+                retry=swarm.walk_retry,
+            )
+            prompt.driver.register_job(
                 WALK_MODULE, CHORE_JOB, self.chore, retry=swarm.chore_retry, lease_ms=world.lease_ms
             )
         for index in range(swarm.orphans):
@@ -363,6 +445,10 @@ class SwarmWorld:
             scope = SWARM_SCOPES[chore["index"] % 2]
             subject = SUBJECTS[rng.randrange(2)] if rng.random() < 0.5 else None
             await self.start("cron", scope, CHORE_JOB, f"chore-{chore['index']}", chore, subject)
+        if swarm.keeper:
+            await self.start("cron", "scope-2", CHORE_JOB, "keeper", KEEPER_CHORE, None)
+        if swarm.brief_leases is not None and self.register_brief(swarm.brief_leases):
+            await self.start("cron", "scope-2", BRIEF_JOB, "brief", {}, None)
         if swarm.starts:
             await self.start("alarm", "scope-1", "walk", "a", walk, SUBJECTS[0])  # joins
             await self.start("alarm", "scope-1", "walk", "a", walk, "subject-9")  # refused
@@ -406,7 +492,7 @@ class SwarmWorld:
             slow.set()
         if swarm.restore:
             await self._copy_at(world.now_ms(), "scope-1", "scope-1")
-        if swarm.erase_after:
+        if swarm.erase_after or swarm.keeper:
             await self._erase_at(world.now_ms(), SUBJECTS[1])
         if swarm.reads:
             await self._read_at(world.now_ms())
@@ -504,6 +590,33 @@ class SwarmWorld:
             # minutes). Without it a miss that backed off wrongly went unseen in most worlds.
             self.world.nursery.start_soon(self.world.sync, scope)
 
+    def _due_again(self, event: dict[str, Any]) -> None:
+        """A pass's outcome that leaves its run running names when it is due again: the prompt
+        drive reads the due runs in that very millisecond (``_punctual``)."""
+        if event["ev"] != "rpc.send" or event["op"] not in ("patch", "commit_pass"):
+            return
+        for arg in event["args"]:
+            if (
+                isinstance(arg, dict)
+                and arg.get("status") == "running"
+                and arg.get("next_attempt_at")
+            ):
+                at_ms = parse_iso_ms(arg["next_attempt_at"]) - DEFAULT_EPOCH_MS
+                if at_ms < self.horizon_ms:
+                    self.world.nursery.start_soon(self._punctual, event["scope"], at_ms)
+
+    async def _punctual(self, scope: str, at_ms: float) -> None:
+        # Half a millisecond in: the drive's clock reads that millisecond whatever the float
+        # rounding of the virtual clock, and the due read is sent with it.
+        await self.world.sleep_until_ms(at_ms + 0.5)
+        if scope in self.prompt_busy:
+            return  # one call per scope at a time; this millisecond is missed
+        self.prompt_busy.add(scope)
+        try:
+            await self.world.drives["prompt"].tick(scope, limit=self.swarm.limits[1])
+        finally:
+            self.prompt_busy.discard(scope)
+
     async def _settle(self, scopes: tuple[str, ...], *, except_job: str | None) -> None:
         world = self.world
         # Polled more and more rarely (2 s, then half as long again each time, up to 30 s): a
@@ -557,6 +670,15 @@ class SwarmWorld:
         imported = await world.host.stub(target).import_dump(dump, source)
         world.note(f"a dump of {source} imported into {target}: {imported} run(s)")
         await world.sync(target)
+
+
+def _envelope(subject: str) -> dict[str, Any]:
+    """A classified envelope: a person's data, as erasure finds it (subjectId and a piiClass)."""
+    return {"subjectId": subject, "piiClass": "contact", "value": f"{subject}@example.org"}
+
+
+async def _brief_body(run_id: str) -> str:
+    return f"brief {run_id[-4:]}"
 
 
 def _jitter(call: object, rng: random.Random) -> float:

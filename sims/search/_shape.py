@@ -98,7 +98,7 @@ def shape_of(simulation: Simulation) -> WorldShape:
     setup = simulation.outcome.setup
     leases = {setup.lease_ms: None}
     for event in trace.of("job.register"):
-        if event.get("lease_ms"):
+        if event.get("lease_ms") and "refused" not in event:
             leases.setdefault(int(event["lease_ms"]), None)
     calls = Counter((str(e["link"]), str(e["op"])) for e in trace.of("rpc.send"))
     cadences = []

@@ -70,10 +70,11 @@ def json_value(value: Any) -> dict[str, Any]:
 class _RecordingContext:
     """The pass context as the handler sees it, recording each request on its way through."""
 
-    def __init__(self, ctx: Any, record: Record, drive: str) -> None:
+    def __init__(self, ctx: Any, record: Record, drive: str, *, returns: bool = False) -> None:
         self._ctx = ctx
         self._record = record
         self._drive = drive
+        self._returns = returns
         self.door_error: BaseException | None = None
 
     def _emit(self, event: str, **fields: Any) -> None:
@@ -115,14 +116,22 @@ class _RecordingContext:
             self._emit("hx.fn.end", step=name, error=None, door=False, **json_value(value))
             return value
 
-        return await self._ctx.step(name, body, retry)
+        value = await self._ctx.step(name, body, retry)
+        if self._returns:
+            # What the handler got back, memo or fresh: a memo must hand back the value its
+            # body returned, not the JSON text the ledger keeps (trace format 4).
+            self._emit("hx.got", step=name, **json_value(value))
+        return value
 
 
-def recorded_handler(handler: JobHandler, record: Record, drive: str) -> JobHandler:
-    """``handler``, telling the trace what it asked of its pass and how it ended."""
+def recorded_handler(
+    handler: JobHandler, record: Record, drive: str, *, returns: bool = False
+) -> JobHandler:
+    """``handler``, telling the trace what it asked of its pass and how it ended; with
+    ``returns``, also what each ``step()`` handed back to it."""
 
     async def wrapped(ctx: Any) -> Any:
-        proxy = _RecordingContext(ctx, record, drive)
+        proxy = _RecordingContext(ctx, record, drive, returns=returns)
         try:
             result: Any = handler(proxy)
             if inspect.isawaitable(result):
@@ -152,9 +161,13 @@ def _result_fields(result: Any) -> dict[str, Any]:
 class RecordingJobDriver(JobDriver):
     """A ``JobDriver`` whose registrations, calls, starts and handlers are told to the trace."""
 
-    def __init__(self, host: Any, *, record: Record, **options: Any) -> None:
+    def __init__(
+        self, host: Any, *, record: Record, record_returns: bool = False, **options: Any
+    ) -> None:
         super().__init__(host, **options)
         self._record = record
+        #: Whether each ``step()``'s return to the handler is traced (``hx.got``, format 4).
+        self.record_returns = record_returns
 
     def register_job(
         self,
@@ -173,23 +186,27 @@ class RecordingJobDriver(JobDriver):
                 f"deadline_ms={deadline_ms!r}: a simulated world does not model pass deadlines; "
                 "register the job without one (test deadlines against a scope host directly)"
             )
-        registration = super().register_job(
-            module_id,
-            name,
-            recorded_handler(handler, self._record, self.name),
-            retry=retry,
-            lease_ms=lease_ms,
-        )
-        self._record(
-            "job.register",
-            {
-                "drive": self.name,
-                "module_id": module_id,
-                "job": name,
-                "retry": describe(retry),
-                "lease_ms": lease_ms,
-            },
-        )
+        fields = {
+            "drive": self.name,
+            "module_id": module_id,
+            "job": name,
+            "retry": describe(retry),
+            "lease_ms": lease_ms if lease_ms is None or type(lease_ms) is int else repr(lease_ms),
+        }
+        try:
+            registration = super().register_job(
+                module_id,
+                name,
+                recorded_handler(handler, self._record, self.name, returns=self.record_returns),
+                retry=retry,
+                lease_ms=lease_ms,
+            )
+        except Exception as err:
+            # A refused registration is traced too, so the oracle can hold the lease rule on
+            # what was refused as well as on what was accepted.
+            self._record("job.register", {**fields, "refused": error_text(err)})
+            raise
+        self._record("job.register", fields)
         return registration
 
     async def run_due_jobs(

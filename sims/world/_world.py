@@ -111,6 +111,7 @@ class SimDrive:
         self.driver: JobDriver = RecordingJobDriver(
             world.host,
             record=world.trace.record,
+            record_returns=world.record_returns,
             name=spec.name,
             link=self.link,
             now=lambda: iso_from_ms(DEFAULT_EPOCH_MS + spec.clock_skew_ms + virtual_s() * 1000.0),
@@ -348,8 +349,11 @@ class World:
         upstream: Upstream,
         drive_names: tuple[str, ...] = ("cron", "alarm"),
         scope_names: tuple[str, ...] = ("scope-1",),
+        record_returns: bool = False,
     ) -> None:
         self.seed = seed
+        #: Whether the drives trace what each ``step()`` handed back (``hx.got``, format 4).
+        self.record_returns = record_returns
         self.host = host
         self.trace = trace
         self.plan = plan

@@ -47,6 +47,10 @@ EDGE_MUTANTS = {
 RANDOM_MUTANTS = {
     "commit-owner",
     "due-by-id",
+    "due-strict",
+    "erasure-keeps-step-results",
+    "lease-min-fifty",
+    "memo-raw-text",
     "patch-owner",
     "record-step-owner",
     "renew-unguarded",
@@ -138,3 +142,27 @@ def test_a_reused_owner_is_a_violation_even_where_nothing_else_shows_it() -> Non
         claims[1]["args"][1] = claims[0]["args"][1]
 
     assert "fresh-owner" in _tampered(reuse)
+
+
+def _registration_findings(lease_ms: object, refused: str | None) -> list[str]:
+    from sims.oracle._oracle import Oracle
+
+    found: list[str] = []
+    oracle = Oracle(lambda check, run, t, text: found.append(check))
+    oracle.observe({"ev": "world.begin", "t": 0.0, "format": 4})
+    event = {"drive": "cron", "module_id": "m", "job": "j", "retry": None, "lease_ms": lease_ms}
+    if refused is not None:
+        event["refused"] = refused
+    oracle.observe({"ev": "job.register", "t": 1.0, **event})
+    return found
+
+
+def test_a_registration_is_held_to_the_lease_rule_both_ways() -> None:
+    refusal = "lease_ms: is 99; a job's lease must be an integer from 100"
+    assert _registration_findings(99, refusal) == []
+    assert _registration_findings(100, None) == []
+    assert _registration_findings(None, None) == []
+    assert _registration_findings(99, None) == ["register-lease"]
+    assert _registration_findings(100, refusal) == ["register-lease"]
+    # A refusal for something else than the lease says nothing about the lease rule.
+    assert _registration_findings(100, "name: is ''") == []

@@ -205,7 +205,8 @@ def test_the_story_says_a_retrying_pass_failed_and_why_a_charged_attempt_is_clea
     assert "ends retrying — the pass FAILED; the run is tried again when due" in failed
     takeover = [
         line
-        for seed in range(3)
+        # The first seeds of the swarm whose worlds take a run over (their features move it).
+        for seed in range(5)
         for line in story_lines(simulate("random", seed).outcome.trace.events, limit=10**6)
         if "takes over run" in line
     ]
