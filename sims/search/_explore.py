@@ -29,7 +29,7 @@ from pathlib import Path
 import attrs
 from hypothesis import HealthCheck, Phase, find, settings, target
 from hypothesis import strategies as st
-from hypothesis.errors import NoSuchExample
+from hypothesis.errors import Flaky, NoSuchExample
 
 from .._numbers import plural
 from .._trace import Trace
@@ -125,17 +125,31 @@ class SearchReport:
     #: For a finding: whether a fresh process reproduced it byte for byte (None: not checked,
     #: as for a world on a store of the caller's own, which no command line names).
     reproduced: bool | None = None
-    #: Why the search stopped: "found", "worlds" or "seconds" (the budget), or "nondeterminism".
+    #: Why the search stopped: "found", "worlds" or "seconds" (the budget), "nondeterminism", or
+    #: "raised".
     stopped: str = "worlds"
+    #: The smallest plan under which the world raised instead of running to its end, and what it
+    #: raised (None when no world raised).
+    raised: tuple[FaultPlan, str] | None = None
 
     @property
     def failed(self) -> bool:
-        return self.found is not None or self.nondeterminism is not None
+        return self.found is not None or self.nondeterminism is not None or self.raised is not None
 
     def lines(self) -> Iterator[str]:
         store = f" with mutant {self.mutant}" if self.mutant else ""
         head = f"explore {self.scenario}{store}, seed {self.seed}"
         budget = f"{plural(self.worlds, 'world')} in {self.seconds:.1f} s of CPU"
+        if self.raised is not None:
+            plan, error = self.raised
+            yield f"{head}: the world raised under a plan instead of running to its end ({budget}):"
+            yield f"  {error}"
+            again = replay_command(self.scenario, self.seed, mutant=self.mutant, plan=repr(plan))
+            yield f"  run it again: {again}"
+            yield (
+                "  a fault must never make a world raise: the world's code let it escape (a "
+                "scenario's own calls, a check), or the simulator did"
+            )
         if self.nondeterminism is not None:
             yield f"{head}: the world is not a function of its seed ({budget}):"
             yield f"  {self.nondeterminism}"
@@ -151,7 +165,7 @@ class SearchReport:
                 yield f"  {finding.line()}"
             if self.reproduced:
                 yield "a fresh process reproduced it byte for byte."
-        elif self.nondeterminism is None:
+        elif self.nondeterminism is None and self.raised is None:
             why = {
                 "seconds": "the time budget ran out",
                 "worlds": "the world budget ran out",
@@ -233,18 +247,30 @@ def search(
         found = Exploration(shown, seed, mutant, NO_FAULTS, clean)
         return _checked(found, report, run, fresh_process)
     shape = shape_of(clean)
-    if start is not None:
-        given = run(start)
-        if not given.report.violations:
-            return report(found=None, stopped="the given plan makes no check fail")
-        return _shrunk(start, shown, seed, mutant, report, run, fresh_process)
+    #: The plans under which the world raised, with what it raised.
+    raised: dict[FaultPlan, str] = {}
 
     def violates(plan: FaultPlan) -> bool:
         try:
             simulation = run(plan)
         except PlanError:
             return False
+        except WorldError as error:
+            raised[plan] = str(error)
+            return True
         return bool(simulation.report.violations)
+
+    def shrunk(plan: FaultPlan) -> SearchReport:
+        smallest, _ = shrink_plan(plan, violates, max_worlds=150)
+        if violates(smallest) and smallest in raised:
+            return report(found=None, raised=(smallest, raised[smallest]), stopped="raised")
+        found = Exploration(shown, seed, mutant, smallest, run(smallest))
+        return _checked(found, report, run, fresh_process)
+
+    if start is not None:
+        if not violates(start):
+            return report(found=None, stopped="the given plan makes no check fail")
+        return shrunk(start)
 
     # Stage 1: every single event fault, in a fixed order; in a world of many calls, an even
     # spread of them over at most half the budget, so Hypothesis gets the other half.
@@ -257,7 +283,7 @@ def search(
         if stop is not None:
             return report(found=None, stopped=stop)
         if violates(plan):
-            return _shrunk(plan, shown, seed, mutant, report, run, fresh_process)
+            return shrunk(plan)
 
     # Stage 2: Hypothesis, one fault then several, climbing towards rare windows.
     for strategy in (aimed_plans(shape, max_faults=1), aimed_plans(shape, max_faults=max_faults)):
@@ -269,6 +295,9 @@ def search(
                 simulation = run(plan)
             except PlanError:
                 return False
+            except WorldError as error:
+                raised[plan] = str(error)
+                return True
             target(coverage.rarity(features_of(simulation)), label="rare windows")
             return bool(simulation.report.violations)
 
@@ -290,7 +319,16 @@ def search(
             )
         except NoSuchExample:
             continue
-        return _shrunk(plan, shown, seed, mutant, report, run, fresh_process)
+        except Flaky as error:
+            return report(
+                found=None,
+                nondeterminism=(
+                    "a plan that failed once passed when Hypothesis ran it again in this process "
+                    f"({type(error).__name__})"
+                ),
+                stopped="nondeterminism",
+            )
+        return shrunk(plan)
     return report(found=None, stopped=over_budget() or "worlds")
 
 
@@ -318,20 +356,6 @@ def _single_event_plans(shape: WorldShape) -> Iterator[FaultPlan]:
         yield FaultPlan((CrashAfter(drive=drive, operation=op, nth=nth),))
     for drive, op, nth in calls:
         yield FaultPlan((EvictAfter(drive=drive, operation=op, nth=nth),))
-
-
-def _shrunk(
-    plan: FaultPlan,
-    shown: str,
-    seed: int,
-    mutant: str | None,
-    report: Callable[..., SearchReport],
-    run: Callable[[FaultPlan], Simulation],
-    fresh_process: bool,
-) -> SearchReport:
-    smallest, _ = shrink_plan(plan, lambda p: bool(run(p).report.violations), max_worlds=150)
-    found = Exploration(shown, seed, mutant, smallest, run(smallest))
-    return _checked(found, report, run, fresh_process)
 
 
 def _checked(

@@ -41,6 +41,7 @@ from scopehost import (
     LinkCall,
     LinkOutcome,
     RequestVerdict,
+    ScopeEvicted,
     ScopeHost,
     Verdict,
     describe,
@@ -71,6 +72,9 @@ from ._upstream import Upstream
 _DRIVE_LOG = logging.getLogger("sims.drives")
 _DRIVE_LOG.addHandler(logging.NullHandler())
 _DRIVE_LOG.propagate = False
+
+#: How often the world asks a scope again when an eviction refused its own read unrun.
+_READ_TRIES = 5
 
 #: The module and job every simulated walk is registered as.
 WALK_MODULE = "importer"
@@ -647,15 +651,26 @@ class World:
 
     # -- reading the outcome --------------------------------------------------------------------
 
+    async def _read(self, scope_id: str, read: Callable[[Any], Awaitable[Any]]) -> Any:
+        """One of the world's own reads of a scope, over the host's direct link: a read that an
+        eviction (a fault of the plan) refused unrun is simply asked again of the fresh actor.
+        The world's reading is not what is simulated, so a fault must not make it raise."""
+        for _ in range(_READ_TRIES - 1):
+            try:
+                return await read(self.host.stub(scope_id))
+            except ScopeEvicted:
+                continue
+        return await read(self.host.stub(scope_id))
+
     async def runs(self, scope_id: str) -> list[JobRun]:
         """Every run on the scope, oldest first, as an operator reads them."""
-        rows = await self.host.stub(scope_id).list(JobRunFilter(limit=500))
+        rows = await self._read(scope_id, lambda stub: stub.list(JobRunFilter(limit=500)))
         return [job_run_of(row) for row in reversed(rows)]
 
     async def sync(self, scope_id: str) -> None:
         """Put the scope's rows, every run and step row, in the trace: a checkpoint the oracle
         compares with its model, column by column."""
-        dump = await self.host.stub(scope_id).export_dump()
+        dump = await self._read(scope_id, lambda stub: stub.export_dump())
         self.trace.record(
             "world.sync",
             {"scope": scope_id, "runs": describe(dump.runs), "steps": describe(dump.steps)},
@@ -670,15 +685,17 @@ class World:
             live = [
                 run
                 for scope in scopes
-                for run in await self.host.stub(scope).list(JobRunFilter(status="running"))
+                for run in await self._read(
+                    scope, lambda stub: stub.list(JobRunFilter(status="running"))
+                )
             ]
             if not live:
                 return
 
     async def effects(self, scope_id: str) -> Counter[str]:
         """How many effect rows each ``run/object`` key has in the scope."""
-        rows: list[dict[str, Any]] = await self.host.stub(scope_id).invoke(
-            "items", {"kind": "effect"}
+        rows: list[dict[str, Any]] = await self._read(
+            scope_id, lambda stub: stub.invoke("items", {"kind": "effect"})
         )
         return Counter(str(row["key"]) for row in rows)
 

@@ -160,3 +160,18 @@ def test_a_sweep_reports_a_handler_that_reads_an_unseeded_random_source() -> Non
     lines = "\n".join(report.lines())
     assert "not a function of its seed: event " in lines
     assert "1 differed" in lines
+
+
+def test_a_world_that_raises_under_a_plan_is_reported_with_the_plan_not_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    report = search(ref("check-breaks"), fresh_process=False)
+    assert report.raised is not None
+    plan, error = report.raised
+    assert len(plan) == 1
+    assert "this check never expected a crash" in error
+    assert report.failed
+    assert main(["explore", ref("check-breaks")]) == 1
+    out = capsys.readouterr().out
+    assert "the world raised under a plan instead of running to its end" in out
+    assert "run it again: python -m sims run " in out

@@ -297,3 +297,19 @@ _UNSEEDED = random.SystemRandom()
 async def jittery_world(world: World) -> None:
     """Sleeps a random while from the operating system's source: no two runs alike."""
     await _two_drives(world, "jittery", jittery)
+
+
+# -- a world whose own code breaks under a fault --------------------------------------------------
+
+
+def breaks_on_a_crash(trace: Trace) -> list[str]:
+    """A check with a bug of its own: it cannot read a world where a drive crashed."""
+    if any(True for _ in trace.of("fault.crash")):
+        raise RuntimeError("this check never expected a crash")
+    return []
+
+
+@scenario("check-breaks", setup=WorldSetup(scopes=(SCOPE,)), checks=[breaks_on_a_crash])
+async def check_breaks_world(world: World) -> None:
+    """A correct job, and a check that raises once a drive has crashed."""
+    await _two_drives(world, "check-breaks", sent_in_one_call)
