@@ -125,8 +125,8 @@ class SearchReport:
     #: For a finding: whether a fresh process reproduced it byte for byte (None: not checked,
     #: as for a world on a store of the caller's own, which no command line names).
     reproduced: bool | None = None
-    #: Why the search stopped: "found", "worlds" or "seconds" (the budget), "nondeterminism", or
-    #: "raised".
+    #: Why the search stopped: "found", "worlds" or "seconds" (the budget), "exhausted" (no new
+    #: plan to draw), "nondeterminism", or "raised".
     stopped: str = "worlds"
     #: The smallest plan under which the world raised instead of running to its end, and what it
     #: raised (None when no world raised).
@@ -169,6 +169,7 @@ class SearchReport:
             why = {
                 "seconds": "the time budget ran out",
                 "worlds": "the world budget ran out",
+                "exhausted": "Hypothesis drew no new plan within the budget",
             }
             yield (
                 f"{head}: no check failed in {budget} ({why.get(self.stopped, self.stopped)}). "
@@ -329,7 +330,7 @@ def search(
                 stopped="nondeterminism",
             )
         return shrunk(plan)
-    return report(found=None, stopped=over_budget() or "worlds")
+    return report(found=None, stopped=over_budget() or "exhausted")
 
 
 def _single_event_plans(shape: WorldShape) -> Iterator[FaultPlan]:
