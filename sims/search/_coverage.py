@@ -75,7 +75,7 @@ class Coverage:
         self.counts.update(features)
 
     def rarity(self, features: frozenset[str]) -> float:
-        """How rare ``features`` are so far: what the search's target climbs."""
+        """How rare ``features`` are so far: which single faults the search combines first."""
         return sum(
             1.0 / (1 + self.counts[f])
             for f in features
