@@ -43,6 +43,7 @@ from scopehost import (
     RequestVerdict,
     ScopeEvicted,
     ScopeHost,
+    ScopeHostError,
     Verdict,
     describe,
 )
@@ -319,6 +320,13 @@ class SimDrive:
                 report = await self.driver.run_due_jobs(
                     scope_id, max_passes=max_passes, limit=limit
                 )
+        except ScopeHostError as error:
+            # The store's wire failed the drive call itself (its due read, say, refused by an
+            # eviction): a cron logs it and ticks again later, and so does a simulated drive.
+            self.world.trace.record(
+                "drive.failed",
+                {"drive": self.name, "scope": scope_id, "error": type(error).__name__},
+            )
         except BaseException as error:
             # The killed incarnation's leftover code met the fence: the kill, not a failure.
             if not (incarnation.killed and only_kills(error)):
