@@ -430,6 +430,11 @@ class World:
         if kind == "rpc.send" and event["op"] == "invoke":
             self._door_ops[(event["link"], event["seq"])] = str(event["args"][0])
             return
+        door_op = (
+            self._door_ops.pop((event["link"], event["seq"]), "")
+            if kind == "rpc.exec" and event["op"] == "invoke"
+            else ""
+        )
         if not self._waiting:
             return
         happened: str | None = None
@@ -444,7 +449,7 @@ class World:
                 happened = "step"
             elif op == "commit_pass":
                 happened = "commit"
-            elif op == "invoke" and self._door_ops.get((event["link"], event["seq"])) != "items":
+            elif op == "invoke" and door_op != "items":
                 happened = "effect"
         if happened is None:
             return
