@@ -9,7 +9,10 @@ function; the :class:`World` it gets adds drives (:class:`DriveSpec`), your jobs
 (``World.add_job``), starts runs and ticks drives; :class:`WorldSetup` holds the scopes, the lease
 and the :class:`FaultPlan`; :func:`record_effect` records what a step body did
 (:func:`record_effect_once` records it only if it is new, in one scope call), and a scenario's
-``checks`` read the :class:`Trace` (:func:`effects_in` counts effects). Run it with
+``checks`` read the :class:`Trace` (:func:`effects_in` counts effects). The job's outside world
+is declared as :class:`Service` values (``WorldSetup(services=...)``), called from a handler with
+:func:`call_service`; :func:`at_most_once` and :func:`once_per_done_run` are ready-made checks of
+their effects. Run it with
 ``python -m sims run FILE.py:NAME``, or in a test with :func:`check_worlds` (the pytest fixture
 ``sims_worlds``). docs/simulating-your-jobs.md walks through it.
 """
@@ -32,6 +35,7 @@ from .faults._plan import (
     LateRequest,
     PauseDrive,
     PctSchedule,
+    ServiceOutage,
     StoreClockFault,
     UpstreamFailure,
     draw_plan,
@@ -45,6 +49,7 @@ from .runners._run import WorldOutcome, WorldSetup, run_world
 from .runners._simulate import WorldError, scenario_names, simulate
 from .runners._sweep import SeedSummary, SweepReport, sweep
 from .runners._testing import WorldFailed, check_worlds, describe_failure
+from .scenarios._effect_checks import at_most_once, once_per_done_run
 from .scenarios._registry import (
     SCENARIOS,
     Expectation,
@@ -78,6 +83,14 @@ from .world._effects import (
 from .world._fence import DriveKilled
 from .world._marks import sometimes
 from .world._scheduling import seed_scheduler
+from .world._services import (
+    Operation,
+    Service,
+    ServiceError,
+    ServiceRefused,
+    ServiceTimeout,
+    call_service,
+)
 from .world._upstream import Upstream, UpstreamUnavailable
 from .world._world import DriveSpec, SimDrive, World
 
@@ -105,6 +118,7 @@ __all__ = [
     "JobPassResult",
     "JobRun",
     "LateRequest",
+    "Operation",
     "PauseDrive",
     "PctSchedule",
     "RetryPolicy",
@@ -112,6 +126,11 @@ __all__ = [
     "ScenarioRef",
     "SearchReport",
     "SeedSummary",
+    "Service",
+    "ServiceError",
+    "ServiceOutage",
+    "ServiceRefused",
+    "ServiceTimeout",
     "SimDrive",
     "Simulation",
     "StoreClockFault",
@@ -129,6 +148,8 @@ __all__ = [
     "WorldOutcome",
     "WorldSetup",
     "WorldShape",
+    "at_most_once",
+    "call_service",
     "check_trace",
     "check_worlds",
     "describe_failure",
@@ -141,6 +162,7 @@ __all__ = [
     "fault_plans_for",
     "find_scenario",
     "load_file",
+    "once_per_done_run",
     "parse_seeds",
     "plan_from_text",
     "record_effect",

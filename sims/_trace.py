@@ -22,7 +22,9 @@ import trio
 #: ``hx.*``), ``rpc.exec`` at the moment the store ran it, and ``world.sync`` with step rows.
 #: 3: ``world_sha256`` in the ``world.begin`` of a user's world, the content hash of its file.
 #: 4: ``hx.got`` (what each ``step()`` handed back to the handler) and a refused ``job.register``.
-TRACE_FORMAT = 4
+#: 5: the job's outside world (``svc.*``, ``fault.fence`` on a service call) and the world's end
+#: (``world.closing``, then ``world.quiet`` or ``world.cut``), ``by``/``by_op`` on a release.
+TRACE_FORMAT = 5
 
 
 def trace_format(begin: dict[str, Any], *, record_returns: bool = False) -> int:
@@ -60,6 +62,18 @@ def effect_recorded(args: Any, result: Any) -> str | None:
     ):
         return str(args[1].get("key"))
     return None
+
+
+def service_effect(event: dict[str, Any]) -> str | None:
+    """The key of the effect a service call made, given its ``svc.exec`` event, or None when it
+    changed nothing (a read, a refusal, a repeat answered from an idempotency key).
+
+    The same definition of an effect as :func:`effect_recorded`, for the job's outside world: an
+    operation that changed its service's state. Its key is ``RUN/SERVICE.OPERATION``: the run
+    that called it, and what it called."""
+    if event.get("ev") != "svc.exec" or event.get("effect") is not True:
+        return None
+    return f"{event['run']}/{event['op']}"
 
 
 def _line(event: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ scenario whose own plan documents them fails.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from driver import STORE_PORT_OPERATIONS
 
@@ -34,6 +34,7 @@ from ._plan import (
     LateRequest,
     PauseDrive,
     PctSchedule,
+    ServiceOutage,
     StoreClockFault,
     UpstreamFailure,
 )
@@ -47,13 +48,20 @@ class PlanError(ValueError):
     """A fault plan that does not fit its world."""
 
 
-def check_plan(plan: FaultPlan, *, drives: Iterable[str], scopes: Iterable[str]) -> None:
+def check_plan(
+    plan: FaultPlan,
+    *,
+    drives: Iterable[str],
+    scopes: Iterable[str],
+    services: Mapping[str, tuple[str, ...]] | None = None,
+) -> None:
     """Refuse ``plan`` with a one-line ``PlanError`` naming its first fault that cannot strike
-    in a world of ``drives`` and ``scopes``."""
+    in a world of ``drives``, ``scopes`` and ``services`` (each service's operations, by name)."""
     drives, scopes = tuple(drives), tuple(scopes)
+    calls = {f"{name}.{op}" for name, ops in (services or {}).items() for op in ops}
     clocks = schedulers = 0
     for fault in plan.faults:
-        problem = _problem(fault, drives, scopes)
+        problem = _service_problem(fault, services or {}, calls) or _problem(fault, drives, scopes)
         if isinstance(fault, StoreClockFault):
             clocks += 1
             if clocks > 1 and problem is None:
@@ -64,6 +72,30 @@ def check_plan(plan: FaultPlan, *, drives: Iterable[str], scopes: Iterable[str])
                 problem = "a world has one scheduler; give one PctSchedule"
         if problem is not None:
             raise PlanError(f"fault {fault!r} cannot strike: {problem}")
+
+
+def _service_problem(
+    fault: Fault, services: Mapping[str, tuple[str, ...]], calls: set[str]
+) -> str | None:
+    """What keeps a fault aimed at a service call (``operation="SERVICE.OPERATION"``) or at a
+    service (``ServiceOutage``) from striking; None when it can, or when it aims elsewhere."""
+    if isinstance(fault, ServiceOutage):
+        if fault.service not in services:
+            have = ", ".join(services) or "none (declare them in WorldSetup(services=...))"
+            return f"the world has no service {fault.service!r}; its services are {have}"
+        problem = _duration(fault.from_ms, "from_ms") or _duration(fault.to_ms, "to_ms")
+        if problem is None and not fault.to_ms > fault.from_ms:
+            problem = "to_ms must be later than from_ms, or the outage lasts no time"
+        return problem
+    operation = getattr(fault, "operation", None)
+    if not isinstance(operation, str) or "." not in operation:
+        return None
+    if operation not in calls:
+        have = ", ".join(sorted(calls)) or "none (declare them in WorldSetup(services=...))"
+        return f"the world has no service call {operation!r}; its service calls are {have}"
+    if isinstance(fault, EvictAfter):
+        return "a service call runs in no scope, so nothing can be evicted after it"
+    return None
 
 
 def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> str | None:
@@ -83,10 +115,15 @@ def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> 
             "(a world declares its drives in WorldSetup(drives=...))"
         )
     wire_faults = DelayLeg | DropLeg | LateRequest | HoldLeg | CrashAfter | EvictAfter
-    if isinstance(fault, wire_faults) and fault.operation not in DRIVE_OPERATIONS:
+    if (
+        isinstance(fault, wire_faults)
+        and fault.operation not in DRIVE_OPERATIONS
+        and "." not in fault.operation
+    ):
         return (
             f"a drive sends no operation {fault.operation!r}; "
-            f"its operations are {', '.join(DRIVE_OPERATIONS)}"
+            f"its operations are {', '.join(DRIVE_OPERATIONS)}, and SERVICE.OPERATION for a "
+            "call to one of the world's services"
         )
     if isinstance(fault, DelayLeg | DropLeg | HoldLeg) and fault.leg not in LEGS:
         return f"a call has no leg {fault.leg!r}; its legs are request and reply"

@@ -162,6 +162,16 @@ class PctSchedule:
     within: int = 2_000
 
 
+@attrs.frozen(kw_only=True)
+class ServiceOutage:
+    """The world's ``service`` is down from ``from_ms`` until ``to_ms`` of virtual time: every
+    request that arrives meanwhile is refused unrun (the caller gets ``ServiceRefused``)."""
+
+    service: str
+    from_ms: float
+    to_ms: float
+
+
 UpstreamKind: TypeAlias = Literal["any", "page", "object"]
 UPSTREAM_KINDS: tuple[UpstreamKind, ...] = ("any", "page", "object")
 
@@ -189,6 +199,7 @@ Fault: TypeAlias = (
     | PauseDrive
     | StoreClockFault
     | UpstreamFailure
+    | ServiceOutage
 )
 FAULT_KINDS: tuple[type, ...] = (
     DelayLeg,
@@ -203,6 +214,7 @@ FAULT_KINDS: tuple[type, ...] = (
     CrashAfter,
     EvictAfter,
     PctSchedule,
+    ServiceOutage,
 )
 #: What :func:`draw_plan` draws from when given no ``kinds``: the timed and leg faults it has
 #: always drawn, so a seed's plan stays the plan it was. The event faults and the PCT scheduler

@@ -12,14 +12,14 @@ read without opening the trace; the seed and the replay command come from whoeve
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
 from driver import iso_from_ms, parse_iso_ms
 
 from .._numbers import ms
-from .._trace import Trace, effect_recorded
+from .._trace import Trace, effect_recorded, service_effect
 from ._conclusions import Conclusions
 from ._model import admission_backoff
 from ._oracle import Oracle
@@ -42,6 +42,16 @@ class TraceChecker(Conclusions):
         self.passes: dict[str, Pass] = {}
         self.passes_of: dict[str, list[Pass]] = defaultdict(list)
         self.effects: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
+        #: The step a service call was made in, by (drive, seq), until it ran.
+        self.service_steps: dict[tuple[str, int], str] = {}
+        #: Service effects made in a step body, by (run, commits before, step, call).
+        self.service_effects: dict[tuple[str, int, str, str], list[tuple[str, float]]] = (
+            defaultdict(list)
+        )
+        #: How often each step was recorded, by (run, commits before, step).
+        self.steps_recorded: Counter[tuple[str, int, str]] = Counter()
+        #: How many passes of each run committed so far.
+        self.commits: Counter[str] = Counter()
         self.end_t = 0.0
         self.end_runs: list[tuple[str, dict[str, Any]]] = []
         self.begin_calls: dict[tuple[str, int], Pass] = {}
@@ -337,6 +347,7 @@ class TraceChecker(Conclusions):
             return
         self._renew(event, run, owner, lease_ms)
         if result is not None:
+            self.steps_recorded[(run_id, self.commits[run_id], step)] += 1
             run.ledger.add(step)
             pass_ = self.passes.get(owner)
             if pass_ is not None:
@@ -353,6 +364,7 @@ class TraceChecker(Conclusions):
         run.next_at = parse_iso_ms(patch["next_attempt_at"]) if patch["next_attempt_at"] else None
         if commit:
             run.ledger.clear()
+            self.commits[run_id] += 1
         if run.status == "failed":
             pass_ = self.passes.get(owner)
             run.failed_by = (
@@ -364,6 +376,21 @@ class TraceChecker(Conclusions):
 
     def exec_commit_pass(self, event: dict[str, Any], args: list[Any]) -> None:
         self._outcome(event, args, commit=True)
+
+    def on_svc_send(self, event: dict[str, Any]) -> None:
+        if "step" in event:
+            self.service_steps[(event["drive"], event["seq"])] = str(event["step"])
+
+    def on_svc_exec(self, event: dict[str, Any]) -> None:
+        # A service call's effect inside a step body is judged as a row's is, by whether its
+        # step was recorded; one made outside any step is the handler's own (no step to judge).
+        # Steps are counted between two commits: a commit clears the ledger, and the next pass
+        # may run a step of the same name afresh.
+        step = self.service_steps.pop((event["drive"], event["seq"]), None)
+        if step is not None and service_effect(event) is not None:
+            run = str(event["run"])
+            where = (run, self.commits[run], step, str(event["op"]))
+            self.service_effects[where].append((event["drive"], event["t"]))
 
     def exec_invoke(self, event: dict[str, Any], args: list[Any]) -> None:
         # The one definition of an effect, shared with ``effects_in`` and the timeline.

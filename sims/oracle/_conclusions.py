@@ -4,7 +4,7 @@ handler ever invoked, effects that landed twice, and runs that never settled."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 from driver import iso_from_ms
@@ -22,6 +22,8 @@ class Conclusions:
     passes: dict[str, Pass]
     passes_of: dict[str, list[Pass]]
     effects: dict[str, list[tuple[str, str, float]]]
+    service_effects: dict[tuple[str, int, str, str], list[tuple[str, float]]]
+    steps_recorded: Counter[tuple[str, int, str]]
     end_t: float
     end_runs: list[tuple[str, dict[str, Any]]]
 
@@ -37,6 +39,7 @@ class Conclusions:
             self.overlaps(run_id, passes)
         self.failed_without_invocation()
         self.duplicate_effects()
+        self.duplicate_service_effects()
         if settles:
             for _, row in self.end_runs:
                 if row["status"] == "running":
@@ -217,4 +220,30 @@ class Conclusions:
                     effects[1][2],
                     f"effect {key} landed {len(effects)} times and its step was recorded "
                     f"{recorded_by[key]} times: a completed step ran again",
+                )
+
+    def duplicate_service_effects(self) -> None:
+        """A service call's effect made twice in one step, told as a row's effect is: inside the
+        at-least-once window while the step was recorded at most once (between two commits)."""
+        for (run, epoch, step, call), effects in self.service_effects.items():
+            if len(effects) < 2:
+                continue
+            drives = ", ".join(sorted({drive for drive, _ in effects}))
+            recorded = self.steps_recorded[(run, epoch, step)]
+            what = f"{call} changed its service {len(effects)} times in step {step!r}"
+            if recorded <= 1:
+                self.explained(
+                    "effects",
+                    run,
+                    effects[1][1],
+                    f"{what} (drives {drives}) while the step was recorded at most once: the "
+                    "at-least-once window of a step body",
+                )
+            else:
+                self.violation(
+                    "effects",
+                    run,
+                    effects[1][1],
+                    f"{what} and the step was recorded {recorded} times between two commits: a "
+                    "completed step ran again",
                 )

@@ -8,6 +8,7 @@ nothing more.
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -45,6 +46,7 @@ from ..oracle._checks import TraceChecker
 from ..oracle._report import CheckReport
 from ..world._marks import marks_of
 from ..world._scheduling import pct_scheduling, seed_scheduler
+from ..world._services import CURRENT_WORLD, Service, check_services, service_operations
 from ..world._upstream import Upstream
 from ..world._world import World, undeclared_scope
 
@@ -73,6 +75,19 @@ def _check_operations(
             )
 
 
+def _check_grace(setup: object, attribute: object, grace_ms: object) -> None:
+    if (
+        isinstance(grace_ms, bool)
+        or not isinstance(grace_ms, int | float)
+        or not math.isfinite(grace_ms)
+        or grace_ms < 0
+    ):
+        raise ValueError(
+            f"WorldSetup(grace_ms={grace_ms!r}); give how long the world waits for its running "
+            "passes after the scenario returned: a finite number of ms >= 0"
+        )
+
+
 @attrs.frozen(kw_only=True)
 class WorldSetup:
     """What a world is made of before its scenario drives it."""
@@ -99,6 +114,14 @@ class WorldSetup:
     #: oracle checks that a memo returns the value its body returned. Off by default: a built-in
     #: world's trace keeps the bytes it had before format 4.
     record_returns: bool = False
+    #: The job's outside world: simulated external systems (a payment provider, a mailer, a
+    #: CRM), each with its own state per world, latency, refusals and faults
+    #: (docs/simulating-your-jobs.md, "Services").
+    services: tuple[Service, ...] = attrs.field(default=(), validator=check_services)
+    #: How long, in virtual ms, the world waits after its scenario returned for the passes still
+    #: running (a stale pass, a late BEGIN) and the service calls on the wire to end by
+    #: themselves; what still runs then is cut (``world.cut``), and the verdict says so.
+    grace_ms: float = attrs.field(default=60_000.0, validator=_check_grace)
 
 
 @attrs.frozen
@@ -127,7 +150,12 @@ def run_world(
     """Build a world from ``seed`` and ``setup``, let ``drive`` run it, and collect the outcome,
     checked live against the spec's invariants (``settles``: every run must have ended)."""
     seed = require_seed(seed)
-    check_plan(setup.plan, drives=setup.drives, scopes=setup.scopes)
+    check_plan(
+        setup.plan,
+        drives=setup.drives,
+        scopes=setup.scopes,
+        services=service_operations(setup.services),
+    )
     seed_scheduler(seed)
     # Time moves only when the host's network jumps it (jump_clock=True below).
     clock = VirtualClock()
@@ -217,9 +245,17 @@ async def _hosted(
                 drive_names=setup.drives,
                 scope_names=setup.scopes,
                 record_returns=setup.record_returns,
+                services=setup.services,
             )
             world.schedule_faults()
-            await drive(world)
+            token = CURRENT_WORLD.set(world)
+            try:
+                await drive(world)
+            finally:
+                CURRENT_WORLD.reset(token)
+            # A world ends when every pass has stopped, not when its last run ended: a stale
+            # pass still running its body is the spec's at-least-once window.
+            await world.wind_down(setup.grace_ms)
             nursery.cancel_scope.cancel()
         # A run started in a scope the world never declared (through a driver, past the world's
         # own methods) would escape the checks below, which read the declared scopes only.

@@ -20,7 +20,7 @@ from typing import Any
 
 from driver import JobPassContext
 
-from .._trace import EFFECT_KIND, Trace, effect_recorded
+from .._trace import EFFECT_KIND, Trace, effect_recorded, service_effect
 
 
 def effect_key(run_id: str, step: str) -> str:
@@ -60,8 +60,9 @@ def effects_in(trace: Trace) -> Counter[str]:
     """How many times each effect landed in the world of ``trace``, by ``RUN/STEP`` key (an
     effect whose reply was lost still landed, and is counted). An effect is a row of kind
     ``effect`` written by :func:`record_effect`, or by :func:`record_effect_once` when its key was
-    new; the built-in ``effects`` check counts the same rows (``sims._trace.effect_recorded`` is
-    the one definition)."""
+    new, or a service call that changed its service's state, keyed ``RUN/SERVICE.OPERATION``; the
+    built-in ``effects`` check counts the same (``sims._trace.effect_recorded`` and
+    ``service_effect`` are the one definition)."""
     return Counter({key: len(times) for key, times in effects_at(trace).items()})
 
 
@@ -71,7 +72,12 @@ def effects_at(trace: Trace) -> dict[str, list[float]]:
     marks the second effect where it landed."""
     sent: dict[tuple[str, int], Any] = {}
     landed: dict[str, list[float]] = {}
-    for event in trace.of("rpc.send", "rpc.exec"):
+    for event in trace.of("rpc.send", "rpc.exec", "svc.exec"):
+        if event["ev"] == "svc.exec":
+            service_key = service_effect(event)
+            if service_key is not None:
+                landed.setdefault(service_key, []).append(event["t"])
+            continue
         where = (event["link"], event["seq"])
         if event["ev"] == "rpc.send":
             if event.get("op") == "invoke":

@@ -11,7 +11,8 @@ incarnation's code still runs never reaches the world, as a dead process's conne
   leg ``request``);
 - a reply still in flight to it is not delivered: the call raises :class:`DriveKilled` instead
   (``fault.fence``, leg ``reply``); the operation ran in the scope, as any dropped reply's did;
-- an upstream call it makes is refused the same way.
+- an upstream call it makes is refused the same way, and so is a call to one of the world's
+  services (``_services``); a service's reply in flight to it is not delivered.
 
 A restarted drive's ticks run as a new, living incarnation. An ordinary cancellation (a
 ``move_on_after`` in a handler, a drive's own deadline) kills no incarnation, so its ``finally:``
@@ -62,6 +63,11 @@ def living_as(incarnation: Incarnation) -> Iterator[None]:
         yield
     finally:
         _LIVING_AS.reset(token)
+
+
+def current_incarnation() -> Incarnation | None:
+    """The incarnation the calling task runs as (None outside any drive's work)."""
+    return _LIVING_AS.get()
 
 
 def killed_incarnation() -> Incarnation | None:

@@ -31,6 +31,8 @@ from driver import (
 )
 from scopehost import describe
 
+from ._services import CURRENT_STEP
+
 Record = Callable[[str, dict[str, Any]], None]
 
 
@@ -104,6 +106,9 @@ class _RecordingContext:
 
         async def body() -> Any:
             self._emit("hx.fn", step=name)
+            # A service call made in the body names its step (``svc.send``): the spec's effects
+            # check judges an effect by whether its step was recorded.
+            token = CURRENT_STEP.set(name)
             try:
                 value = fn()
                 if inspect.isawaitable(value):
@@ -113,6 +118,8 @@ class _RecordingContext:
                     "hx.fn.end", step=name, error=error_text(err), door=err is self.door_error
                 )
                 raise
+            finally:
+                CURRENT_STEP.reset(token)
             self._emit("hx.fn.end", step=name, error=None, door=False, **json_value(value))
             return value
 

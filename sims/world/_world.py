@@ -9,11 +9,12 @@ so adding a stream does not shift the draws of the others, and ``PYTHONHASHSEED`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -47,8 +48,9 @@ from scopehost import (
     Verdict,
     describe,
 )
+from scopehost._network import withdraw
 
-from .._trace import Trace
+from .._trace import Trace, effect_recorded
 from ..faults._plan import (
     CrashAfter,
     CrashDrive,
@@ -66,6 +68,7 @@ from ..faults._plan import (
 )
 from ._fence import FencedLink, Incarnation, living_as, only_kills
 from ._recording import RecordingJobDriver
+from ._services import CURRENT_WORLD, Service, Services
 from ._upstream import Upstream
 
 #: Admission misses are in the trace and the story already; the kernel's log line would only
@@ -333,6 +336,7 @@ class SimDrive:
                 raise
         finally:
             self._working.remove(work)
+            self.world.quiet_check()
         if report is not None:
             self.world.trace.record(
                 "drive.report", {"drive": self.name, "scope": scope_id, "report": describe(report)}
@@ -362,6 +366,7 @@ class World:
         drive_names: tuple[str, ...] = ("cron", "alarm"),
         scope_names: tuple[str, ...] = ("scope-1",),
         record_returns: bool = False,
+        services: tuple[Service, ...] = (),
     ) -> None:
         self.seed = seed
         #: Whether the drives trace what each ``step()`` handed back (``hx.got``, format 4).
@@ -385,11 +390,21 @@ class World:
         self.jobs: dict[tuple[str, str], _UserJob] = {}
         #: Held legs waiting for another drive's event: (what, the held drive, its wake-up).
         self._waiting: list[_Hold] = []
-        #: The door operation of each ``invoke`` sent, by (link, seq): an ``items`` read is no
-        #: effect, whatever else the door runs is.
-        self._door_ops: dict[tuple[str, int], str] = {}
+        #: The arguments of each ``invoke`` sent, by (link, seq): what it ran decides whether it
+        #: was an effect (``effect_recorded``, the one definition), which a read never is.
+        self._door_args: dict[tuple[str, int], Any] = {}
         if plan.of(HoldLeg):
             trace.listeners.append(self._watch)
+        #: The job's outside world: the services the setup declares, with their state.
+        self.services = Services(self, services)
+        #: Set once the scenario returned: no new tick starts, and the world waits for every
+        #: pass still running to stop (:meth:`wind_down`).
+        self.closing = False
+        #: The cancel scopes of scheduled ticks waiting for their time: cancelled at the end.
+        self._idle: list[trio.CancelScope] = []
+        #: The passes whose handler is running, as (drive, run), in the order they began.
+        self.running: list[tuple[str, str]] = []
+        self._quiet: trio.Event | None = None
 
     def rng(self, stream: str) -> random.Random:
         """The named random stream of this world (independent of every other stream)."""
@@ -422,45 +437,125 @@ class World:
 
         self.nursery.start_soon(give_up, name="hold:max_ms")
         await waiting.woken.wait()
-        self.trace.record("fault.release", {**where, "leg": fault.leg, "why": waiting.why})
+        released = {"by": waiting.by, "by_op": waiting.what} if waiting.by else {}
+        self.trace.record(
+            "fault.release", {**where, "leg": fault.leg, "why": waiting.why, **released}
+        )
 
     def _watch(self, event: dict[str, Any]) -> None:
         """Wake the holds whose event this is (a trace listener, while a plan holds legs)."""
-        kind = event["ev"]
-        if kind == "rpc.send" and event["op"] == "invoke":
-            self._door_ops[(event["link"], event["seq"])] = str(event["args"][0])
-            return
-        door_op = (
-            self._door_ops.pop((event["link"], event["seq"]), "")
-            if kind == "rpc.exec" and event["op"] == "invoke"
-            else ""
-        )
-        if not self._waiting:
-            return
-        happened: str | None = None
-        by = event.get("drive") or event.get("link")
-        if kind == "claim.won" and event.get("takeover"):
-            happened = "takeover"
-        elif kind == "drive.tick":
-            happened = "tick"
-        elif kind == "rpc.exec" and "error" not in event:
-            op = event["op"]
-            if op == "record_step":
-                happened = "step"
-            elif op == "commit_pass":
-                happened = "commit"
-            elif op == "invoke" and door_op != "items":
-                happened = "effect"
-        if happened is None:
+        happened, by, what = self._happened(event)
+        if happened is None or not self._waiting:
             return
         for waiting in [w for w in self._waiting if w.until == happened and w.drive != by]:
-            waiting.why = happened
+            waiting.why, waiting.by, waiting.what = happened, by, what
             self._waiting.remove(waiting)
             waiting.woken.set()
+
+    def _happened(self, event: dict[str, Any]) -> tuple[str | None, str, str]:
+        """What a held leg may wait for that ``event`` is, by which drive, and the call that did
+        it: (None, "", "") for anything else."""
+        kind = event["ev"]
+        if kind == "rpc.send":
+            if event["op"] == "invoke":
+                self._door_args[(event["link"], event["seq"])] = event["args"]
+            return None, "", ""
+        by = str(event.get("drive") or event.get("link") or "")
+        if kind == "svc.exec":
+            return ("effect" if event.get("effect") else None), by, str(event["op"])
+        if kind == "claim.won" and event.get("takeover"):
+            return "takeover", by, "claim"
+        if kind == "drive.tick":
+            return "tick", by, ""
+        if kind != "rpc.exec":
+            return None, "", ""
+        op = event["op"]
+        args = self._door_args.pop((event["link"], event["seq"]), None) if op == "invoke" else None
+        if "error" in event:
+            return None, "", ""
+        if op == "record_step":
+            return "step", by, op
+        if op == "commit_pass":
+            return "commit", by, op
+        key = effect_recorded(args, event.get("result")) if op == "invoke" else None
+        if key is not None:
+            return "effect", by, f"the scope's {args[0]} of {key}"  # type: ignore[index]
+        return None, "", ""
 
     def note(self, text: str, **fields: Any) -> None:
         """A line of the story, in the trace."""
         self.trace.record("world.note", {"text": text, **fields})
+
+    # -- the end of the world ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _waiting_for_time(self) -> Iterator[None]:
+        """A scheduled tick's wait for its time: what :meth:`wind_down` cancels."""
+        with trio.CancelScope() as waiting:
+            if self.closing:
+                waiting.cancel()
+            self._idle.append(waiting)
+            try:
+                yield
+            finally:
+                self._idle.remove(waiting)
+
+    def tracked(self, drive: str, handler: JobHandler) -> JobHandler:
+        """``handler``, counted in :attr:`running` while it runs (the passes the end waits for),
+        with the calls it makes to services able to find this world."""
+
+        async def running(ctx: Any) -> Any:
+            entry = (drive, str(ctx.run.id))
+            self.running.append(entry)
+            token = CURRENT_WORLD.set(self)
+            try:
+                return await handler(ctx)
+            finally:
+                CURRENT_WORLD.reset(token)
+                self.running.remove(entry)
+                self.quiet_check()
+
+        return running
+
+    def _busy(self) -> bool:
+        return bool(
+            self.running
+            or self.services.in_flight
+            or any(drive._working for drive in self.drives.values())
+        )
+
+    def quiet_check(self) -> None:
+        """Wake :meth:`wind_down` once nothing runs any more."""
+        if self._quiet is not None and not self._busy():
+            self._quiet.set()
+
+    async def wind_down(self, grace_ms: float) -> None:
+        """The scenario returned: start no new tick, and let every pass still running (a stale
+        pass, a pass past its lease, a late BEGIN) and every service call on the wire run to its
+        natural end, for ``grace_ms`` at the most. What was still running then is cut, and said."""
+        self.closing = True
+        for waiting in list(self._idle):
+            waiting.cancel()
+        running = self._running_now()
+        self.trace.record("world.closing", {"grace_ms": grace_ms, **running})
+        if not self._busy():
+            return
+        self._quiet = trio.Event()
+        quiet = self._quiet
+        timer = self.host.network.after(grace_ms / 1000.0, quiet.set)
+        await quiet.wait()
+        withdraw(timer)
+        if self._busy():
+            self.trace.record("world.cut", {"grace_ms": grace_ms, **self._running_now()})
+        else:
+            self.trace.record("world.quiet", {})
+
+    def _running_now(self) -> dict[str, Any]:
+        return {
+            "passes": [{"drive": drive, "run": run} for drive, run in self.running],
+            "ticks": [name for name, drive in self.drives.items() if drive._working],
+            "calls": self.services.in_flight,
+        }
 
     # -- drives and jobs ------------------------------------------------------------------------
 
@@ -482,7 +577,7 @@ class World:
         drive.driver.register_job(
             WALK_MODULE,
             WALK_JOB,
-            partial(self._walk, drive),
+            self.tracked(spec.name, partial(self._walk, drive)),
             retry=retry,
             lease_ms=lease_ms if lease_ms is not None else self.lease_ms,
         )
@@ -604,7 +699,10 @@ class World:
         async def ticking() -> None:
             at = first_ms
             while at < until_ms:
-                await self.sleep_until_ms(at)
+                with self._waiting_for_time():
+                    await self.sleep_until_ms(at)
+                if self.closing:
+                    return
                 await self.drives[drive].tick(scope_id, max_passes=max_passes, limit=limit)
                 at = max(at + every_ms, math.floor(self.now_ms() / every_ms + 1) * every_ms)
 
@@ -729,6 +827,9 @@ class _Hold:
     drive: str
     woken: trio.Event
     why: str = ""
+    #: The drive whose event released it, and the call that was (for the story).
+    by: str = ""
+    what: str = ""
 
 
 @attrs.frozen(kw_only=True)
@@ -741,7 +842,11 @@ class _UserJob:
 
     def register(self, drive: SimDrive) -> None:
         drive.driver.register_job(
-            self.module_id, self.job, self.handler, retry=self.retry, lease_ms=self.lease_ms
+            self.module_id,
+            self.job,
+            drive.world.tracked(drive.name, self.handler),
+            retry=self.retry,
+            lease_ms=self.lease_ms,
         )
 
 

@@ -9,14 +9,18 @@ import pytest
 from hypothesis import given, settings
 
 from sims import (
+    CrashAfter,
     CrashDrive,
     DelayLeg,
     DropLeg,
     Evict,
+    EvictAfter,
     Fault,
     FaultPlan,
+    HoldLeg,
     LateRequest,
     PauseDrive,
+    ServiceOutage,
     StoreClockFault,
     UpstreamFailure,
     World,
@@ -47,7 +51,8 @@ SCOPES = ("scope-1",)
         (
             DropLeg(drive="cron", operation="commit", nth=1, leg="reply"),
             "a drive sends no operation 'commit'; its operations are start_or_join, due_keys, "
-            "claim, begin, miss, list, patch, commit_pass, begin_step, record_step, invoke",
+            "claim, begin, miss, list, patch, commit_pass, begin_step, record_step, invoke, and "
+            "SERVICE.OPERATION for a call to one of the world's services",
         ),
         (
             DropLeg(drive="cron", operation="begin", nth=1, leg="both"),  # type: ignore[arg-type]
@@ -111,6 +116,73 @@ def test_a_fault_the_world_cannot_have_is_refused_in_one_line(fault: Fault, prob
     with pytest.raises(PlanError) as refused:
         check_plan(FaultPlan((fault,)), drives=DRIVES, scopes=SCOPES)
     assert str(refused.value) == f"fault {fault!r} cannot strike: {problem}"
+
+
+#: The services of the world the service faults below are checked against.
+SERVICES = {"bank": ("pay", "refund"), "mailer": ("send",)}
+
+
+@pytest.mark.parametrize(
+    ("fault", "problem"),
+    [
+        (
+            DropLeg(drive="cron", operation="bank.charge", nth=1, leg="reply"),
+            "the world has no service call 'bank.charge'; its service calls are bank.pay, "
+            "bank.refund, mailer.send",
+        ),
+        (
+            HoldLeg(drive="cron", operation="crm.upsert", nth=1, leg="reply", until="effect"),
+            "the world has no service call 'crm.upsert'; its service calls are bank.pay, "
+            "bank.refund, mailer.send",
+        ),
+        (
+            EvictAfter(drive="cron", operation="bank.pay", nth=1),
+            "a service call runs in no scope, so nothing can be evicted after it",
+        ),
+        (
+            ServiceOutage(service="sms", from_ms=0.0, to_ms=10.0),
+            "the world has no service 'sms'; its services are bank, mailer",
+        ),
+        (
+            ServiceOutage(service="bank", from_ms=10.0, to_ms=10.0),
+            "to_ms must be later than from_ms, or the outage lasts no time",
+        ),
+        (
+            ServiceOutage(service="bank", from_ms=-1.0, to_ms=10.0),
+            "from_ms=-1.0; give a finite number of ms >= 0",
+        ),
+        (
+            LateRequest(drive="cron", operation="mailer.send", nth=0, ms=5.0),
+            "nth=0; give a whole number >= 1 (the first is 1)",
+        ),
+    ],
+)
+def test_a_service_fault_the_world_cannot_have_is_refused_in_one_line(
+    fault: Fault, problem: str
+) -> None:
+    with pytest.raises(PlanError) as refused:
+        check_plan(FaultPlan((fault,)), drives=DRIVES, scopes=SCOPES, services=SERVICES)
+    assert str(refused.value) == f"fault {fault!r} cannot strike: {problem}"
+
+
+def test_a_world_without_services_names_where_to_declare_them() -> None:
+    plan = FaultPlan((DropLeg(drive="cron", operation="bank.pay", nth=1, leg="reply"),))
+    with pytest.raises(PlanError, match=r"declare them in WorldSetup\(services=\.\.\.\)\)$"):
+        check_plan(plan, drives=DRIVES, scopes=SCOPES)
+
+
+def test_service_faults_that_fit_are_let_through() -> None:
+    plan = FaultPlan(
+        (
+            DropLeg(drive="cron", operation="bank.pay", nth=1, leg="reply"),
+            DelayLeg(drive="alarm", operation="mailer.send", nth=2, leg="request", ms=9.0),
+            HoldLeg(drive="cron", operation="bank.refund", nth=1, leg="reply", until="effect"),
+            CrashAfter(drive="cron", operation="bank.pay", nth=1),
+            LateRequest(drive="cron", operation="bank.pay", nth=1, ms=100.0),
+            ServiceOutage(service="mailer", from_ms=0.0, to_ms=500.0),
+        )
+    )
+    check_plan(plan, drives=DRIVES, scopes=SCOPES, services=SERVICES)
 
 
 def test_a_second_store_clock_is_refused() -> None:

@@ -1,0 +1,152 @@
+"""Ready-made checks of a job's effects on its services, named in one line of a scenario.
+
+``checks=[at_most_once("bank.charge", key="order"), once_per_done_run("bank.charge")]``: each is
+a check like a user's own (a function of the trace that returns its findings), read from the
+trace's service calls (``svc.send``, ``svc.exec``) by the one definition of an effect: a call that
+changed its service's state. A finding names the key, every call that made the effect (its drive,
+its pass, its run, its step) and when, and is placed on the page at the effect too many.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+
+from .._numbers import ms
+from .._trace import Trace, service_effect
+from ..oracle._report import UserFinding, short
+
+Check = Callable[[Trace], list[UserFinding]]
+
+
+@attrs.frozen
+class _Effect:
+    """One call that changed its service: who made it, in which pass and step, and when."""
+
+    at_ms: float
+    drive: str
+    run: str
+    seq: int
+    args: dict[str, Any]
+    owner: str | None
+    step: str | None
+
+    def said(self) -> str:
+        where = f"#{self.seq} by {self.drive}"
+        if self.owner:
+            where += f" (pass {short(self.owner)})"
+        step = f", step {self.step!r}" if self.step else ""
+        return f"{where} of run {short(self.run)}{step} at {ms(self.at_ms)} ms"
+
+
+def _effects(trace: Trace, call: str) -> Iterator[_Effect]:
+    """Every effect of ``call`` (``SERVICE.OPERATION``) in ``trace``, in the order it landed."""
+    sent: dict[tuple[str, int], dict[str, Any]] = {}
+    passes: dict[tuple[str, str], str] = {}
+    for event in trace.of("handler.invoke", "svc.send", "svc.exec"):
+        if event["ev"] == "handler.invoke":
+            passes[(str(event["drive"]), str(event["run"]))] = str(event["owner"])
+        elif event.get("op") != call:
+            continue
+        elif event["ev"] == "svc.send":
+            sent[(event["drive"], event["seq"])] = event
+        elif service_effect(event) is not None:
+            send = sent.pop((event["drive"], event["seq"]), {})
+            yield _Effect(
+                at_ms=float(event["t"]),
+                drive=str(event["drive"]),
+                run=str(event["run"]),
+                seq=int(event["seq"]),
+                args=dict(send.get("args") or {}),
+                owner=passes.get((str(event["drive"]), str(event["run"]))),
+                step=send.get("step"),
+            )
+
+
+def _check_call(call: object) -> str:
+    if not isinstance(call, str) or call.count(".") != 1 or not all(call.split(".")):
+        raise ValueError(
+            f"{call!r} names no service call; name it 'SERVICE.OPERATION', as a plan does"
+        )
+    return call
+
+
+def at_most_once(call: str, *, key: str) -> Check:
+    """A check: ``call`` (``"SERVICE.OPERATION"``) changes its service at most once for each
+    value of its argument ``key`` (an order, an invoice number, a mail's recipient and subject).
+    A call made without that argument is a finding of its own: nothing says which key it was."""
+    _check_call(call)
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"at_most_once({call!r}, key={key!r}); name the argument that keys it")
+
+    def check(trace: Trace) -> list[UserFinding]:
+        by_key: dict[str, list[_Effect]] = {}
+        found: list[UserFinding] = []
+        for effect in _effects(trace, call):
+            if key not in effect.args:
+                found.append(
+                    UserFinding(
+                        f"{call} {effect.said()} was made without its {key!r} argument",
+                        at_ms=effect.at_ms,
+                        run=effect.run,
+                    )
+                )
+                continue
+            by_key.setdefault(repr(effect.args[key]), []).append(effect)
+        for value, effects in by_key.items():
+            if len(effects) > 1:
+                calls = "; ".join(effect.said() for effect in effects)
+                found.append(
+                    UserFinding(
+                        f"{call} with {key}={value} took effect {len(effects)} times: {calls}",
+                        at_ms=effects[1].at_ms,
+                        run=effects[1].run,
+                    )
+                )
+        return found
+
+    check.__name__ = f"{call}-at-most-once-per-{key}"
+    return check
+
+
+def once_per_done_run(call: str) -> Check:
+    """A check: every run that ended ``done`` had exactly one effect of ``call``
+    (``"SERVICE.OPERATION"``): not none (a payment lost), not two (a double charge). A run that
+    ended otherwise is held to at most one."""
+    _check_call(call)
+
+    def check(trace: Trace) -> list[UserFinding]:
+        ended: dict[str, str] = {}
+        for event in trace.of("world.end"):
+            for rows in event["runs"].values():
+                ended.update({str(row["id"]): str(row["status"]) for row in rows})
+        by_run: dict[str, list[_Effect]] = {run: [] for run in ended}
+        for effect in _effects(trace, call):
+            by_run.setdefault(effect.run, []).append(effect)
+        found: list[UserFinding] = []
+        end = trace.events[-1]["t"] if trace.events else 0.0
+        for run, effects in by_run.items():
+            status = ended.get(run, "unknown")
+            if len(effects) > 1:
+                calls = "; ".join(effect.said() for effect in effects)
+                found.append(
+                    UserFinding(
+                        f"run {short(run)} ({status}) took {call} {len(effects)} times: {calls}",
+                        at_ms=effects[1].at_ms,
+                        run=run,
+                    )
+                )
+            elif not effects and status == "done":
+                found.append(
+                    UserFinding(
+                        f"run {short(run)} ended done and {call} never took effect",
+                        at_ms=end,
+                        run=run,
+                    )
+                )
+        return found
+
+    check.__name__ = f"{call}-once-per-done-run"
+    return check

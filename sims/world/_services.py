@@ -1,0 +1,457 @@
+"""Services: the job's outside world (a payment provider, a mailer, a CRM), simulated in the world.
+
+A job exists to change something outside its store, and that is where double charges and lost
+payments come from. So a world declares its services (``WorldSetup(services=...)``), each with its
+own state, made fresh for every world, and the operations over it; a handler calls them with
+:func:`call_service`. A call is a message on the world's virtual clock, like a scope call:
+
+- the REQUEST leg waits the service's latency (drawn from the seed), then the request arrives and
+  the operation runs at once, whole, on the service's state (an outage or a transient refusal
+  refuses it unrun);
+- the REPLY leg waits the latency again and hands the caller a JSON copy of the result.
+
+The caller may set ``timeout_ms``: when no reply has come by then, the call raises
+:class:`ServiceTimeout` in the handler, while the request may have run or may still run later (a
+real client's timeout says nothing about the provider). The legs are carried by a task of the
+world's own, so a request on the wire arrives whatever became of its caller: given up on, timed
+out, or killed.
+
+Faults strike these legs as they strike a drive's scope calls: a plan names the call as
+``operation="SERVICE.OPERATION"`` in ``DelayLeg``, ``DropLeg``, ``HoldLeg``, ``LateRequest`` and
+``CrashAfter`` (counted per drive, as its scope calls are), and ``ServiceOutage`` refuses every
+request that arrives within a window.
+
+An operation that changed its service's state is an EFFECT (``svc.exec`` with ``effect: true``):
+counted by ``effects_in``, judged by the checks, drawn on the timeline. One with an
+``idempotency_key`` returns its first result again, without running, for a repeat of that
+argument's value, as a payment API does.
+
+A killed drive reaches no service: its leftover code's calls are refused before they leave
+(``fault.fence``), and a reply to it is not delivered. A plain Python object a handler mutates is
+not fenced: that is what a service is for.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import attrs
+import trio
+
+from scopehost import DeliverLate, LinkCall, LinkOutcome
+from scopehost._network import withdraw
+
+from ..faults._plan import ServiceOutage
+from ._fence import DriveKilled, Incarnation, current_incarnation
+
+if TYPE_CHECKING:
+    from driver import JobPassContext
+
+    from ._world import SimDrive, World
+
+#: An operation: ``fn(state, args) -> result``; it runs whole, at the moment its request arrives.
+OperationFn: TypeAlias = Callable[[Any, dict[str, Any]], Any]
+#: A leg's latency: a constant in ms, or ``(low, high)`` drawn uniformly per leg from the seed.
+Latency: TypeAlias = float | tuple[float, float]
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+class ServiceError(Exception):
+    """What a service call can raise in a handler (besides the operation's own refusal)."""
+
+
+class ServiceRefused(ServiceError):
+    """The service answered with a refusal: the operation did NOT run (an outage, a transient
+    refusal, or an operation of yours that raised it to refuse)."""
+
+
+class ServiceTimeout(ServiceError):
+    """No reply came: the caller's timeout ran out, the connection was lost, or the caller gave the
+    request up. The operation may have run, or may still run later."""
+
+
+@attrs.frozen
+class Operation:
+    """One operation of a service: ``fn(state, args) -> result``. With ``idempotency_key``, the
+    argument of that name makes a repeat return the first result without running again (a call
+    without it runs every time)."""
+
+    fn: OperationFn
+    idempotency_key: str | None = None
+
+
+def _check_name(what: str, name: object) -> None:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(
+            f"{what} {name!r}: name it with one word of letters, digits, '_' or '-' (no dot: a "
+            "fault plan names a call SERVICE.OPERATION)"
+        )
+
+
+def _check_latency(name: str, latency: object) -> None:
+    def delay(value: object) -> bool:
+        return (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and value >= 0
+        )
+
+    if delay(latency):
+        return
+    pair = isinstance(latency, tuple) and len(latency) == 2 and all(delay(v) for v in latency)
+    if pair and latency[0] <= latency[1]:  # type: ignore[index]
+        return
+    raise ValueError(
+        f"Service({name!r}, latency_ms={latency!r}); give a finite number of ms >= 0, or "
+        "(low, high) with 0 <= low <= high to draw each leg's latency from the seed"
+    )
+
+
+@attrs.frozen
+class Service:
+    """A simulated external system: its ``operations`` by name (a function ``fn(state, args)`` or
+    an :class:`Operation`), its ``state`` (made fresh per world by calling ``state()``), each
+    leg's ``latency_ms``, and the share of requests it ``refuses`` transiently (drawn from the
+    seed; a refused request does not run)."""
+
+    name: str
+    operations: Mapping[str, OperationFn | Operation] = attrs.field(kw_only=True)
+    state: Callable[[], Any] = attrs.field(default=dict, kw_only=True)
+    latency_ms: Latency = attrs.field(default=1.0, kw_only=True)
+    refuses: float = attrs.field(default=0.0, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        _check_name("Service", self.name)
+        if not isinstance(self.operations, Mapping) or not self.operations:
+            raise ValueError(
+                f"Service({self.name!r}, operations={self.operations!r}); give a dict of "
+                "operation names to functions fn(state, args) -> result"
+            )
+        for op, fn in self.operations.items():
+            _check_name(f"Service {self.name!r}: operation", op)
+            target = fn.fn if isinstance(fn, Operation) else fn
+            if not callable(target):
+                raise ValueError(
+                    f"Service {self.name!r}: operation {op!r} is {target!r}; give a function "
+                    "fn(state, args) -> result"
+                )
+        if not callable(self.state):
+            raise ValueError(
+                f"Service({self.name!r}, state={self.state!r}); give a function that makes the "
+                "service's state, such as dict"
+            )
+        _check_latency(self.name, self.latency_ms)
+        refuses = self.refuses
+        number = isinstance(refuses, int | float) and not isinstance(refuses, bool)
+        if not number or not 0 <= refuses < 1:
+            raise ValueError(
+                f"Service({self.name!r}, refuses={refuses!r}); give the share of requests "
+                "refused, a number >= 0 and below 1"
+            )
+
+    def operation(self, name: str) -> Operation:
+        found = self.operations[name]
+        return found if isinstance(found, Operation) else Operation(found)
+
+
+def service_operations(services: tuple[Service, ...]) -> dict[str, tuple[str, ...]]:
+    """Each service's operations, by the service's name: what a plan is checked against."""
+    return {service.name: tuple(service.operations) for service in services}
+
+
+def check_services(setup: object, attribute: object, services: object) -> None:
+    """Refuse a bad ``WorldSetup(services=...)`` where the setup is written."""
+    if not isinstance(services, tuple) or not all(isinstance(s, Service) for s in services):
+        raise ValueError(f"WorldSetup(services={services!r}); give a tuple of Service(...) values")
+    names = [service.name for service in services]
+    for name in names:
+        if names.count(name) > 1:
+            raise ValueError(f"WorldSetup(services=...) declares the service {name!r} twice")
+
+
+#: The step whose body is running in this task, if any: a service call names it in the trace.
+CURRENT_STEP: ContextVar[str | None] = ContextVar("sims_current_step", default=None)
+#: The world whose handlers run in this task (set for the whole of a world's run).
+CURRENT_WORLD: ContextVar[World | None] = ContextVar("sims_current_world", default=None)
+
+
+async def call_service(
+    ctx: JobPassContext,
+    service: str,
+    operation: str,
+    args: Mapping[str, Any] | None = None,
+    *,
+    timeout_ms: float | None = None,
+) -> Any:
+    """Call ``operation`` of the world's ``service`` with ``args`` (JSON-safe), from a handler or a
+    step body, and return its result. ``timeout_ms``: give up after that long without a reply,
+    raising :class:`ServiceTimeout` (the operation may have run, or may still run). Raises
+    :class:`ServiceRefused` when the service refused the request unrun."""
+    world = CURRENT_WORLD.get()
+    if world is None:
+        raise RuntimeError(
+            f"call_service({service!r}, {operation!r}) outside a simulated world: call it from "
+            "a handler of a world's job (world.add_job)"
+        )
+    return await world.services.call(ctx.run.id, service, operation, args, timeout_ms)
+
+
+@attrs.define
+class _Flight:
+    """One service call, as its caller waits for it."""
+
+    call: LinkCall
+    incarnation: Incarnation
+    #: The caller's own timeout: a caller with one learns of a lost call only when it runs out.
+    timeout_ms: float | None
+    done: trio.Event = attrs.field(factory=trio.Event)
+    value: Any = None
+    error: BaseException | None = None
+    #: The caller stopped waiting (timed out, gave up, was cancelled): a reply goes nowhere.
+    gone: bool = False
+
+    def answer(self, value: Any = None, error: BaseException | None = None) -> None:
+        if not self.gone:
+            self.value, self.error, self.gone = value, error, True
+            self.done.set()
+
+
+class Services:
+    """The services of one world: their state, their legs, and the faults that strike them."""
+
+    def __init__(self, world: World, services: tuple[Service, ...]) -> None:
+        self.world = world
+        self.declared = {service.name: service for service in services}
+        #: Each service's state, made fresh for this world.
+        self.state: dict[str, Any] = {service.name: service.state() for service in services}
+        #: The first result of each idempotent call, by (service, operation, key).
+        self._first: dict[tuple[str, str, str], Any] = {}
+        self._rng = {service.name: world.rng(f"service:{service.name}") for service in services}
+        self._outages = [f for f in world.plan.faults if isinstance(f, ServiceOutage)]
+        #: Calls whose legs are still on the wire: the world waits for them before it ends.
+        self.in_flight = 0
+
+    def _check(self, service: str, operation: str) -> Service:
+        found = self.declared.get(service)
+        if found is None:
+            have = ", ".join(self.declared) or "none"
+            raise ValueError(
+                f"no service {service!r} in this world (its services: {have}); declare it in "
+                "WorldSetup(services=(Service(...),))"
+            )
+        if operation not in found.operations:
+            raise ValueError(
+                f"service {service!r} has no operation {operation!r}; its operations are "
+                f"{', '.join(found.operations)}"
+            )
+        return found
+
+    async def call(
+        self,
+        run: str,
+        service: str,
+        operation: str,
+        args: Mapping[str, Any] | None,
+        timeout_ms: float | None,
+    ) -> Any:
+        found = self._check(service, operation)
+        name = f"{service}.{operation}"
+        if timeout_ms is not None and not (
+            isinstance(timeout_ms, int | float)
+            and not isinstance(timeout_ms, bool)
+            and math.isfinite(timeout_ms)
+            and timeout_ms > 0
+        ):
+            raise ValueError(f"{name}: timeout_ms={timeout_ms!r}; give a number of ms > 0, or None")
+        sent = _json_copy(dict(args or {}), f"the arguments of {name}")
+        incarnation = current_incarnation()
+        if incarnation is None:
+            raise RuntimeError(f"{name} was called outside a drive's work: call it from a handler")
+        drive = self.world.drives[incarnation.drive]
+        if incarnation.killed:
+            self.world.trace.record(
+                "fault.fence", {"drive": drive.name, "op": name, "leg": "request"}
+            )
+            raise DriveKilled(
+                f"drive {drive.name} was killed (incarnation {incarnation.number}): its {name} "
+                "call never left it"
+            )
+        drive.link._seq += 1  # one numbering of a drive's calls, to the scope and to services
+        call = LinkCall(drive.name, drive.link._seq, service, name, (sent,))
+        fields: dict[str, Any] = {"drive": drive.name, "seq": call.seq, "run": run, "op": name}
+        step = CURRENT_STEP.get()
+        if step is not None:
+            fields["step"] = step
+        self.world.trace.record(
+            "svc.send", {**fields, "args": sent, "timeout_ms": timeout_ms, "service": service}
+        )
+        flight = _Flight(call, incarnation, timeout_ms)
+        self.in_flight += 1
+        self.world.nursery.start_soon(self._carry, drive, found, flight, fields)
+        network = self.world.host.network
+        timer = None
+        if timeout_ms is not None:
+            timer = network.after(timeout_ms / 1000.0, lambda: self._time_out(flight, fields))
+        try:
+            await flight.done.wait()
+        finally:
+            flight.gone = True
+            if timer is not None:
+                withdraw(timer)
+        if flight.error is not None:
+            raise flight.error
+        return flight.value
+
+    def _time_out(self, flight: _Flight, fields: dict[str, Any]) -> None:
+        if flight.gone:
+            return
+        self.world.trace.record("svc.timeout", fields)
+        flight.answer(
+            error=ServiceTimeout(
+                f"{fields['op']} #{fields['seq']} got no reply within its timeout: the operation "
+                "may have run, or may still run"
+            )
+        )
+
+    def _lost(self, flight: _Flight, fields: dict[str, Any], what: str) -> None:
+        """The caller learns that its call went wrong (a lost connection), at once, unless its
+        own timeout will tell it (a client with a timeout waits for it)."""
+        if flight.gone or flight.timeout_ms is not None:
+            return
+        flight.answer(
+            error=ServiceTimeout(
+                f"{fields['op']} #{fields['seq']}: {what}; the operation may have run"
+            )
+        )
+
+    async def _carry(
+        self, drive: SimDrive, service: Service, flight: _Flight, fields: dict[str, Any]
+    ) -> None:
+        """Both legs of one call, in a task of the world's own: a request on the wire arrives
+        whatever became of its caller."""
+        try:
+            await self._legs(drive, service, flight, fields)
+        finally:
+            self.in_flight -= 1
+            self.world.quiet_check()
+
+    async def _legs(
+        self, drive: SimDrive, service: Service, flight: _Flight, fields: dict[str, Any]
+    ) -> None:
+        trace = self.world.trace
+        call = flight.call
+        wanted = drive._request_wanted(call)
+        await self.world.host.sleep_ms(self._latency(service))
+        verdict = await drive._on_request(call) if wanted else None
+        if verdict == "drop":
+            trace.record("svc.drop", {**fields, "leg": "request"})
+            self._lost(flight, fields, "the connection was lost before the request arrived")
+            return
+        if isinstance(verdict, DeliverLate):
+            trace.record("svc.abandon", fields)
+            flight.answer(
+                error=ServiceTimeout(
+                    f"{fields['op']} #{fields['seq']} was given up by its caller: the request "
+                    "may still arrive and run"
+                )
+            )
+            await self.world.host.sleep_ms(verdict.ms)
+        outcome = self._arrive(service, call, fields)
+        if isinstance(outcome.error, ServiceRefused):
+            await self.world.host.sleep_ms(self._latency(service))
+            self._deliver(flight, fields, outcome)
+            return
+        if drive._reply_wanted(call, outcome) and await drive._on_reply(call, outcome) == "drop":
+            trace.record("svc.drop", {**fields, "leg": "reply"})
+            self._lost(flight, fields, "the connection was lost before the reply came")
+            return
+        await self.world.host.sleep_ms(self._latency(service))
+        self._deliver(flight, fields, outcome)
+
+    def _deliver(self, flight: _Flight, fields: dict[str, Any], outcome: LinkOutcome) -> None:
+        if flight.incarnation.killed:
+            # The reply reaches a process that is gone.
+            self.world.trace.record(
+                "fault.fence",
+                {
+                    "drive": fields["drive"],
+                    "op": fields["op"],
+                    "seq": fields["seq"],
+                    "leg": "reply",
+                },
+            )
+            flight.answer(error=DriveKilled(f"the reply to {fields['op']} came too late"))
+            return
+        if flight.gone:
+            self.world.trace.record("svc.late", fields)
+            return
+        self.world.trace.record("svc.reply", fields)
+        flight.answer(outcome.value, outcome.error)
+
+    def _arrive(self, service: Service, call: LinkCall, fields: dict[str, Any]) -> LinkOutcome:
+        """The request arrives: refused, or run whole on the service's state."""
+        now = self.world.now_ms()
+        trace = self.world.trace
+        refusal = None
+        for outage in self._outages:
+            if outage.service == service.name and outage.from_ms <= now < outage.to_ms:
+                self.world.fired.add(outage)
+                refusal = f"{service.name} is down (an outage from {outage.from_ms:g} ms)"
+                break
+        rng = self._rng[service.name]
+        if refusal is None and service.refuses and rng.random() < service.refuses:
+            refusal = f"{service.name} refused the request (a transient refusal)"
+        if refusal is None:
+            try:
+                return self._run(service, call, fields)
+            except ServiceRefused as refused:
+                refusal = str(refused) or f"{call.operation} refused the request"
+        trace.record("svc.exec", {**fields, "refused": refusal, "effect": False})
+        return LinkOutcome(None, ServiceRefused(refusal), "")
+
+    def _run(self, service: Service, call: LinkCall, fields: dict[str, Any]) -> LinkOutcome:
+        operation = service.operation(call.operation.split(".", 1)[1])
+        args = call.args[0]
+        key = None
+        if operation.idempotency_key is not None and operation.idempotency_key in args:
+            key = (service.name, call.operation, json.dumps(args[operation.idempotency_key]))
+            if key in self._first:
+                result = self._first[key]
+                self.world.trace.record(
+                    "svc.exec", {**fields, "result": result, "effect": False, "repeat": True}
+                )
+                return LinkOutcome(copy.deepcopy(result), None, "")
+        state = self.state[service.name]
+        before = copy.deepcopy(state)
+        # The operation gets its own copy of the arguments, and the caller a copy of the result:
+        # nothing crosses the wire by reference.
+        result = operation.fn(state, copy.deepcopy(args))
+        result = _json_copy(result, f"the result of {call.operation}")
+        effect = state != before
+        if key is not None:
+            self._first[key] = result
+        self.world.trace.record("svc.exec", {**fields, "result": result, "effect": effect})
+        return LinkOutcome(copy.deepcopy(result), None, "")
+
+    def _latency(self, service: Service) -> float:
+        latency = service.latency_ms
+        if isinstance(latency, tuple):
+            return self._rng[service.name].uniform(*latency)
+        return float(latency)
+
+
+def _json_copy(value: Any, what: str) -> Any:
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"{what} is not JSON-safe ({error}): a service call carries JSON"
+        ) from None
