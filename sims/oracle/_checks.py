@@ -18,7 +18,7 @@ from typing import Any
 
 from driver import iso_from_ms, parse_iso_ms
 
-from .._numbers import ms
+from .._numbers import ms, plural
 from .._trace import Trace, effect_recorded, service_effect
 from ._conclusions import Conclusions
 from ._model import admission_backoff
@@ -50,6 +50,8 @@ class TraceChecker(Conclusions):
         )
         #: How often each step was recorded, by (run, commits before, step).
         self.steps_recorded: Counter[tuple[str, int, str]] = Counter()
+        #: What the world's end cut off, in words (``world.cut``), or None.
+        self.cut: str | None = None
         #: How many passes of each run committed so far.
         self.commits: Counter[str] = Counter()
         self.end_t = 0.0
@@ -103,6 +105,7 @@ class TraceChecker(Conclusions):
             - sum(1 for finding in self.findings if finding.verdict == "violation"),
             violations_by_check=tuple(sorted(by_check.items())),
             settles=settles,
+            cut=self.cut,
         )
 
     def explained(self, check: str, run: str | None, t: float, text: str) -> None:
@@ -453,6 +456,17 @@ class TraceChecker(Conclusions):
                 run.failed_by = "erasure"
             elif last_error.startswith(NOT_CARRIED_PREFIX) and row["status"] == "failed":
                 run.failed_by = "an import into another scope"
+
+    def on_world_cut(self, event: dict[str, Any]) -> None:
+        passes = [f"{p['drive']} on run {short(p['run'])}" for p in event["passes"]]
+        busy = {p["drive"] for p in event["passes"]}
+        ticks = [f"a tick of {drive}" for drive in event["ticks"] if drive not in busy]
+        calls = [plural(event["calls"], "service call")] if event["calls"] else []
+        self.cut = (
+            f"the world was cut {ms(event['grace_ms'])} ms after its scenario returned, with "
+            f"{', '.join([*passes, *ticks, *calls])} still running: what they would have done "
+            "next was not checked (raise WorldSetup(grace_ms=...) to let them finish)"
+        )
 
     def on_world_end(self, event: dict[str, Any]) -> None:
         for scope, rows in event["runs"].items():

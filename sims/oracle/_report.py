@@ -151,6 +151,9 @@ class CheckReport:
     user_checks: tuple[str, ...] = ()
     #: Whether ``runs-settle`` ran: only on a world whose scenario says every run must end.
     settles: bool = True
+    #: What the world's end cut off (``world.cut``): passes still running when the grace after
+    #: the scenario ran out, said in the verdict; None when every pass stopped by itself.
+    cut: str | None = None
 
     @property
     def violation_count(self) -> int:
@@ -203,7 +206,8 @@ class CheckReport:
             failed.setdefault(finding.check, f"at {ms(finding.t)} ms")
         violated = self.violations_of()
         spec = Counter({c: n for c, n in violated.items() if c not in self.user_checks})
-        return verdict_words(spec, failed, Counter(f.check for f in self.explained))
+        words = verdict_words(spec, failed, Counter(f.check for f in self.explained))
+        return words if self.cut is None else f"{words}; {self.cut}"
 
     def check_lines(self) -> Iterator[str]:
         """Every check that ran, the spec's and the user's, with what it found: the ones that
