@@ -24,17 +24,10 @@ import trio
 #: 4: ``hx.got`` (what each ``step()`` handed back to the handler) and a refused ``job.register``.
 #: 5: the job's outside world (``svc.*``, ``fault.fence`` on a service call) and the world's end
 #: (``world.closing``, then ``world.quiet`` or ``world.cut``), ``by``/``by_op`` on a release.
+#: Every world writes the events of its end, so every trace is of this format (earlier versions
+#: said the oldest that described the trace; a trace of theirs still reads, and replays against
+#: the world that wrote it).
 TRACE_FORMAT = 5
-
-
-def trace_format(begin: dict[str, Any], *, record_returns: bool = False) -> int:
-    """The version a trace whose ``world.begin`` carries ``begin`` writes: the oldest that
-    describes it. A built-in world's trace has nothing version 3 added, so it still says 2 and
-    keeps its bytes; a user's world, which records its file's hash, says 3; a world that traces
-    what each step handed back (``record_returns``, the ``random`` swarm) says 4."""
-    if record_returns:
-        return 4
-    return 3 if "world_sha256" in begin else 2
 
 
 #: The ``kind`` of an effect row in a scope's items: what ``record_effect`` writes.

@@ -31,7 +31,7 @@ from scopehost import (
 )
 
 from .._seeds import require_seed
-from .._trace import Trace, trace_format
+from .._trace import TRACE_FORMAT, Trace
 from ..faults._check import check_plan
 from ..faults._plan import (
     NO_FAULTS,
@@ -111,8 +111,8 @@ class WorldSetup:
         default=None, validator=_check_operations
     )
     #: Trace what each ``step()`` handed back to its handler (``hx.got``, trace format 4), so the
-    #: oracle checks that a memo returns the value its body returned. Off by default: a built-in
-    #: world's trace keeps the bytes it had before format 4.
+    #: oracle checks that a memo returns the value its body returned. Off by default: it makes a
+    #: world's trace longer.
     record_returns: bool = False
     #: The job's outside world: simulated external systems (a payment provider, a mailer, a
     #: CRM), each with its own state per world, latency, refusals and faults
@@ -199,7 +199,7 @@ async def _main(
     trace.record(
         "world.begin",
         {
-            "format": trace_format(meta, record_returns=setup.record_returns),
+            "format": TRACE_FORMAT,
             "seed": seed,
             "plan": repr(setup.plan),
             **meta,

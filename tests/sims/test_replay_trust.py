@@ -38,16 +38,16 @@ def _written(folder: Path) -> tuple[Path, Path]:
     return world, trace
 
 
-def test_a_users_trace_records_its_world_files_hash_and_says_format_3(tmp_path: Path) -> None:
+def test_a_users_trace_records_its_world_files_hash_and_says_format_5(tmp_path: Path) -> None:
     world, trace = _written(tmp_path)
     begin = Trace.read(trace).events[0]
     assert begin["world_sha256"] == file_sha256(world)
-    assert begin["format"] == 3
+    assert begin["format"] == 5
 
 
-def test_a_built_in_worlds_trace_is_unchanged_format_2_without_a_hash() -> None:
+def test_a_built_in_worlds_trace_says_format_5_without_a_hash() -> None:
     begin = simulate("late-begin", 1).outcome.trace.events[0]
-    assert begin["format"] == 2
+    assert begin["format"] == 5
     assert "world_sha256" not in begin
 
 
