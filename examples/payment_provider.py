@@ -1,0 +1,238 @@
+"""A payment provider as a service: idempotency keys, a client timeout, and what a timeout means.
+
+The job pays for an order in one step. The card provider is a ``Service`` of the world: its
+``charge`` takes an idempotency key (a repeat of a key is answered with the first charge, without
+charging again), ``refund`` gives a charge's money back, and ``find`` says what became of a key.
+A second rail, the bank, can take a transfer instead. The job calls the provider with a client
+timeout of 5 s: when no reply has come by then, ``call_service`` raises ``ServiceTimeout``, and
+that says nothing about the charge: it may have run, or may still run.
+
+``pay-fallback`` takes a timeout for a refusal: no answer from the card provider, so it pays by
+the bank. Hold the reply of the cron's first charge past the timeout and the order is paid twice,
+once by each rail, every seed:
+
+    python -m sims run examples/payment_provider.py:pay-fallback --plan \
+        "FaultPlan((DelayLeg(drive='cron', operation='card.charge', nth=1, leg='reply', \
+        ms=6000.0),))"
+
+``pay-undo-and-retry`` knows a timeout is not a refusal, and compensates instead: it refunds the
+charge "in case it ran", then charges again with the same key. The refund undoes the charge that
+did run, and the provider answers the second charge from its key, with the first (refunded)
+charge, without running it: the job ends done and the order is not paid. The same plan:
+
+    python -m sims run examples/payment_provider.py:pay-undo-and-retry --plan \
+        "FaultPlan((DelayLeg(drive='cron', operation='card.charge', nth=1, leg='reply', \
+        ms=6000.0),))"
+
+``pay-once`` is the fix. It charges with the order's idempotency key, and when the provider does
+not answer in time it asks before it does anything else: ``find`` with the key. A charge that is
+there is the payment; when none is there yet, it charges again with the SAME key, so a first
+request still on the wire is answered from the key when it lands, never charged twice. A refusal
+(``ServiceRefused``: an outage) says the charge did not run; the step fails, and the run is
+retried later. It pays each order once under the plan above and through an outage of the
+provider:
+
+    python -m sims run examples/payment_provider.py:pay-once --plan \
+        "FaultPlan((DelayLeg(drive='cron', operation='card.charge', nth=1, leg='reply', \
+        ms=6000.0),))"
+    python -m sims run examples/payment_provider.py:pay-once --plan \
+        "FaultPlan((ServiceOutage(service='card', from_ms=0.0, to_ms=3000.0),))"
+
+The check, ``paid_once``, is the user's own: the ready-made ``once_per_done_run("card.charge")``
+counts charges of one operation, and here the money moves by two rails and back by refunds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sims import (
+    DriveSpec,
+    JobPassContext,
+    JobPassResult,
+    Operation,
+    Service,
+    ServiceError,
+    ServiceTimeout,
+    Trace,
+    UserFinding,
+    World,
+    WorldSetup,
+    call_service,
+    scenario,
+)
+
+SCOPE = "shop"
+TIMEOUT_MS = 5_000.0
+#: Long enough for a run held up by a lease of 30 s (a stale pass, a takeover) to end.
+HORIZON_MS = 300_000
+
+
+# -- the providers: plain functions over the service's state -----------------------------------
+
+
+def charge(state: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    state.setdefault("charges", {})[args["key"]] = {
+        "order": args["order"],
+        "cents": args["cents"],
+        "refunded": False,
+    }
+    return {"charge": args["key"]}
+
+
+def refund(state: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    found = state.get("charges", {}).get(args["key"])  # not setdefault: a look changes nothing
+    if found is None or found["refunded"]:
+        return {"refunded": False}
+    found["refunded"] = True
+    return {"refunded": True}
+
+
+def find(state: dict[str, Any], args: dict[str, Any]) -> dict[str, Any] | None:
+    found: dict[str, Any] | None = state.get("charges", {}).get(args["key"])
+    return found
+
+
+def transfer(state: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    state.setdefault("transfers", []).append({"order": args["order"], "cents": args["cents"]})
+    return {"transfer": len(state["transfers"])}
+
+
+CARD = Service(
+    "card",
+    operations={
+        "charge": Operation(charge, idempotency_key="key"),
+        "refund": refund,
+        "find": find,
+    },
+    latency_ms=(5.0, 50.0),
+)
+BANK = Service("bank", operations={"transfer": transfer}, latency_ms=(20.0, 200.0))
+
+
+# -- the job, three ways ------------------------------------------------------------------------
+
+
+def _charge_args(ctx: JobPassContext) -> dict[str, Any]:
+    order = ctx.payload["order"]
+    return {"order": order, "cents": ctx.payload["cents"], "key": f"{order}/pay"}
+
+
+async def pay_fallback(ctx: JobPassContext) -> JobPassResult:
+    """THE BUG: no answer from the card provider is taken for a refusal, and the bank pays too."""
+    args = _charge_args(ctx)
+
+    async def pay() -> str:
+        try:
+            await call_service(ctx, "card", "charge", args, timeout_ms=TIMEOUT_MS)
+            return "card"
+        except ServiceError:  # a ServiceTimeout too: the charge may have run
+            await call_service(ctx, "bank", "transfer", args, timeout_ms=TIMEOUT_MS)
+            return "bank"
+
+    await ctx.step("pay", pay)
+    return JobPassResult(done=True)
+
+
+async def pay_undo_and_retry(ctx: JobPassContext) -> JobPassResult:
+    """THE BUG: on a timeout it refunds "in case", then charges again with the same key, which
+    the provider answers with the charge it just refunded."""
+    args = _charge_args(ctx)
+
+    async def pay() -> str:
+        try:
+            await call_service(ctx, "card", "charge", args, timeout_ms=TIMEOUT_MS)
+        except ServiceTimeout:
+            await call_service(ctx, "card", "refund", {"key": args["key"]}, timeout_ms=TIMEOUT_MS)
+            await call_service(ctx, "card", "charge", args, timeout_ms=TIMEOUT_MS)
+        return "card"
+
+    await ctx.step("pay", pay)
+    return JobPassResult(done=True)
+
+
+async def pay_once(ctx: JobPassContext) -> JobPassResult:
+    """The fix: one idempotency key for the order, and a question before any other move."""
+    args = _charge_args(ctx)
+
+    async def pay() -> str:
+        try:
+            await call_service(ctx, "card", "charge", args, timeout_ms=TIMEOUT_MS)
+        except ServiceTimeout:
+            # No answer is no news: ask the provider what became of the key.
+            found = await call_service(
+                ctx, "card", "find", {"key": args["key"]}, timeout_ms=TIMEOUT_MS
+            )
+            if found is None:
+                # Not there yet. The same key: a first request still on the wire is answered
+                # from it when it lands. (Another timeout fails the step; the next pass asks.)
+                await call_service(ctx, "card", "charge", args, timeout_ms=TIMEOUT_MS)
+        return "card"
+
+    await ctx.step("pay", pay)
+    return JobPassResult(done=True)
+
+
+# -- the check: every order paid once, whichever rail, refunds taken back -------------------------
+
+
+#: What each call that took effect did to the customer's money.
+MONEY = {"card.charge": 1, "bank.transfer": 1, "card.refund": -1}
+
+
+def paid_once(trace: Trace) -> list[UserFinding]:
+    """Each run's order ends paid exactly once: card charges and bank transfers that took effect,
+    less the refunds that took effect (one order per run here)."""
+    paid: dict[str, int] = {}
+    moved_at: dict[str, float] = {}
+    for event in trace.of("svc.exec"):
+        if event["effect"]:  # not a refusal, a repeat answered from its key, a refund of nothing
+            paid[event["run"]] = paid.get(event["run"], 0) + MONEY[event["op"]]
+            moved_at[event["run"]] = event["t"]
+    return [
+        UserFinding(
+            f"the order was paid {paid.get(run, 0)} times, not once",
+            at_ms=moved_at.get(run),
+            run=run,
+        )
+        for run in (event["run"] for event in trace.of("world.start"))
+        if paid.get(run, 0) != 1
+    ]
+
+
+# -- the world ----------------------------------------------------------------------------------
+
+
+SETUP = WorldSetup(scopes=(SCOPE,), services=(CARD, BANK), lease_ms=30_000)
+
+
+async def _drive(world: World, handler: Any) -> None:
+    world.add_drive(DriveSpec(name="cron", request_ms=2.0, reply_ms=2.0))
+    world.add_drive(DriveSpec(name="alarm", request_ms=2.0, reply_ms=2.0))
+    world.add_job("shop", "pay", handler)
+    # The drives tick from the start: a run is driven even while its start is still on the wire.
+    world.every("cron", SCOPE, every_ms=1_000, first_ms=0, until_ms=HORIZON_MS)
+    world.every("alarm", SCOPE, every_ms=1_000, first_ms=500, until_ms=HORIZON_MS)
+    await world.start("cron", SCOPE, "shop", "pay", payload={"order": "o-17", "cents": 4_999})
+    await world.settle((SCOPE,), horizon_ms=HORIZON_MS, poll_ms=500)
+
+
+@scenario("pay-fallback", setup=SETUP, checks=[paid_once])
+async def pay_fallback_world(world: World) -> None:
+    """Pay an order by card, and by bank when the card provider does not answer: a timeout taken
+    for a refusal pays twice."""
+    await _drive(world, pay_fallback)
+
+
+@scenario("pay-undo-and-retry", setup=SETUP, checks=[paid_once])
+async def pay_undo_and_retry_world(world: World) -> None:
+    """Pay an order by card, refunding and charging again on a timeout: the refund undoes a
+    charge that ran, and the key answers the new charge with the refunded one."""
+    await _drive(world, pay_undo_and_retry)
+
+
+@scenario("pay-once", setup=SETUP, checks=[paid_once])
+async def pay_once_world(world: World) -> None:
+    """Pay an order by card with its idempotency key, asking the provider after a timeout: paid
+    once."""
+    await _drive(world, pay_once)
