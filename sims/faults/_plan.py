@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import random
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
 import attrs
@@ -293,29 +294,35 @@ def draw_plan(
     margin_ms: float,
     horizon_ms: float,
     kinds: tuple[type, ...] | None = None,
+    services: Mapping[str, Sequence[str]] | None = None,
 ) -> FaultPlan:
     """A swarm draw: a random subset of ``kinds`` (by default :data:`DRAWN_BY_DEFAULT`, the
     timed and leg faults), then one to three faults of each. Narrow ``kinds`` to those the world
     can fire: pauses and upstream failures strike only the built-in walk, and a world without it
-    would draw faults that never fire."""
-    pool = DRAWN_BY_DEFAULT if kinds is None else tuple(kinds)
-    strangers = [kind for kind in pool if kind not in FAULT_KINDS]
-    if strangers or not pool:
-        raise ValueError(
-            f"kinds={kinds!r}; give one or more of {', '.join(k.__name__ for k in FAULT_KINDS)}"
-        )
+    would draw faults that never fire.
+
+    ``services`` (each service's operations, by the service's name, as a world declares them)
+    lets the draw strike the job's outside world: a leg fault, a late request, a held leg or a
+    crash after a call may name a ``SERVICE.OPERATION`` call (never an eviction after one: a
+    service call runs in no scope), and :class:`ServiceOutage` is drawn too (by default, or when
+    ``kinds`` names it). Without ``services`` a seed draws exactly the plan it always drew."""
+    pool = _pool(kinds, services)
     # Each kind in the pool is on with even odds, so a world sees few kinds at a time.
     enabled = [kind for kind in pool if rng.random() < 0.5]
     delays = boundary_delays(lease_ms, margin_ms)
+    # Without services this is OPERATIONS itself, so a seed's choices stay what they were.
+    calls = (*OPERATIONS, *_service_calls(services))
     faults: list[Fault] = []
     for kind in enabled:
         for _ in range(rng.randint(1, 3)):
             drive = rng.choice(drives)
-            if kind is DelayLeg:
+            if kind is ServiceOutage and services:
+                faults.append(_outage(rng, services, delays, horizon_ms))
+            elif kind is DelayLeg:
                 faults.append(
                     DelayLeg(
                         drive=drive,
-                        operation=rng.choice(OPERATIONS),
+                        operation=rng.choice(calls),
                         nth=rng.randint(1, 4),
                         leg=rng.choice(("request", "reply")),
                         ms=rng.choice(delays),
@@ -325,7 +332,7 @@ def draw_plan(
                 faults.append(
                     DropLeg(
                         drive=drive,
-                        operation=rng.choice(OPERATIONS),
+                        operation=rng.choice(calls),
                         nth=rng.randint(1, 4),
                         leg=rng.choice(("request", "reply")),
                     )
@@ -334,7 +341,7 @@ def draw_plan(
                 faults.append(
                     LateRequest(
                         drive=drive,
-                        operation=rng.choice(OPERATIONS),
+                        operation=rng.choice(calls),
                         nth=rng.randint(1, 4),
                         ms=rng.choice(delays),
                     )
@@ -371,7 +378,7 @@ def draw_plan(
                 faults.append(
                     HoldLeg(
                         drive=drive,
-                        operation=rng.choice(OPERATIONS),
+                        operation=rng.choice(calls),
                         nth=rng.randint(1, 4),
                         leg=rng.choice(("request", "reply")),
                         until=rng.choice(UNTIL_EVENTS),
@@ -382,7 +389,7 @@ def draw_plan(
                 faults.append(
                     CrashAfter(
                         drive=drive,
-                        operation=rng.choice(OPERATIONS),
+                        operation=rng.choice(calls),
                         nth=rng.randint(1, 4),
                         down_ms=rng.choice((0.0, float(lease_ms), lease_ms * 2.0)),
                     )
@@ -399,6 +406,48 @@ def draw_plan(
                 first = rng.randint(1, 6 if what == "page" else 20)
                 faults.append(UpstreamFailure(first=first, count=rng.randint(1, 3), what=what))
     return FaultPlan(tuple(faults))
+
+
+def _pool(
+    kinds: tuple[type, ...] | None, services: Mapping[str, Sequence[str]] | None
+) -> tuple[type, ...]:
+    """The kinds a draw may switch on: ``kinds``, or the default ones (with the outage when the
+    world has services)."""
+    if kinds is None:
+        return (*DRAWN_BY_DEFAULT, ServiceOutage) if services else DRAWN_BY_DEFAULT
+    pool = tuple(kinds)
+    strangers = [kind for kind in pool if kind not in FAULT_KINDS]
+    if strangers or not pool:
+        raise ValueError(
+            f"kinds={kinds!r}; give one or more of {', '.join(k.__name__ for k in FAULT_KINDS)}"
+        )
+    return pool
+
+
+def _service_calls(services: Mapping[str, Sequence[str]] | None) -> tuple[str, ...]:
+    """Every ``SERVICE.OPERATION`` a plan can name, in the order given."""
+    if services is None:
+        return ()
+    if not isinstance(services, Mapping) or not all(
+        isinstance(ops, Sequence) and not isinstance(ops, str) and ops for ops in services.values()
+    ):
+        raise ValueError(
+            f"services={services!r}; give each service's operations by its name, as "
+            "{'bank': ('pay', 'refund')}"
+        )
+    return tuple(f"{name}.{op}" for name, ops in services.items() for op in ops)
+
+
+def _outage(
+    rng: random.Random,
+    services: Mapping[str, Sequence[str]],
+    delays: tuple[float, ...],
+    horizon_ms: float,
+) -> ServiceOutage:
+    """One service down from a moment of the world's first half, for one of the spec's delays."""
+    begin = round(rng.uniform(0, horizon_ms / 2), 1)
+    length = rng.choice([delay for delay in delays if delay > 0] or [1.0])
+    return ServiceOutage(service=rng.choice(list(services)), from_ms=begin, to_ms=begin + length)
 
 
 def plan_from_text(text: str) -> FaultPlan:

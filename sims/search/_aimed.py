@@ -5,10 +5,18 @@ first alternative: a violation that one held reply or one crash after a call can
 as that one fault. Then the leg faults, with delays in the world's own terms
 (:meth:`WorldShape.window_delays`), then the timed faults at moments inside passes, then the
 rest. Every number a strategy draws comes from the world's shape, never from fixed edges alone.
+
+A world with services gets the same faults on its service calls, after the scope's in each group
+(a world without services draws exactly what it drew before): held, dropped and delayed legs,
+crashes after a call, requests given up on, with delays in the call's own terms first (past the
+caller's timeout, the timeout plus the service's latency: :meth:`WorldShape.service_delays`),
+and each service's outages over windows of its calls. Never an eviction after a service call:
+it runs in no scope.
 """
 
 from __future__ import annotations
 
+import attrs
 from hypothesis import strategies as st
 
 from ..faults._plan import (
@@ -28,10 +36,11 @@ from ..faults._plan import (
     LateRequest,
     PauseDrive,
     PctSchedule,
+    ServiceOutage,
     StoreClockFault,
     UpstreamFailure,
 )
-from ._shape import WorldShape
+from ._shape import ServiceCall, WorldShape
 
 
 def _call(shape: WorldShape) -> st.SearchStrategy[tuple[str, str, int]]:
@@ -46,6 +55,90 @@ def _call(shape: WorldShape) -> st.SearchStrategy[tuple[str, str, int]]:
     return st.sampled_from(made).flatmap(
         lambda call: st.tuples(st.just(call[0]), st.just(call[1]), st.integers(1, call[2] + 1))
     )
+
+
+def _service_targets(shape: WorldShape) -> list[ServiceCall]:
+    """The service calls a fault may strike: every one of the clean world, and the next call of
+    each drive and operation (a retry, a fallback's or a takeover's call), with the timeout of
+    the last one it made."""
+    targets = list(shape.service_calls)
+    last = {(call.drive, call.operation): call for call in shape.service_calls}
+    targets.extend(attrs.evolve(call, nth=call.nth + 1) for call in last.values())
+    return targets
+
+
+def _service_call(shape: WorldShape) -> st.SearchStrategy[ServiceCall]:
+    return st.sampled_from(_service_targets(shape))
+
+
+def _service_delays(shape: WorldShape, call: ServiceCall) -> st.SearchStrategy[float]:
+    """Delays of ``call``: its own terms first, then the world's."""
+    return st.sampled_from(
+        tuple(dict.fromkeys((*shape.service_delays(call), *shape.window_delays())))
+    )
+
+
+def service_event_faults(shape: WorldShape) -> st.SearchStrategy[Fault]:
+    """A service call's leg held until another drive acts (an effect first), or a crash right
+    after it ran."""
+    until = st.sampled_from(("effect", *(u for u in UNTIL_EVENTS if u != "effect")))
+    faults: list[st.SearchStrategy[Fault]] = [
+        st.builds(
+            lambda call, leg, until, max_ms: HoldLeg(
+                drive=call.drive,
+                operation=call.operation,
+                nth=call.nth,
+                leg=leg,
+                until=until,
+                max_ms=max_ms,
+            ),
+            _service_call(shape),
+            st.sampled_from(("reply", "request")),
+            until,
+            st.sampled_from((shape.lease_ms * 10.0, shape.lease_ms * 3.0)),
+        ),
+        st.builds(
+            lambda call, down: CrashAfter(
+                drive=call.drive, operation=call.operation, nth=call.nth, down_ms=down
+            ),
+            _service_call(shape),
+            st.sampled_from((0.0, float(shape.lease_ms), shape.lease_ms * 3.0)),
+        ),
+    ]
+    if len(shape.drives) < 2:  # a hold waits for ANOTHER drive
+        faults = faults[1:]
+    return st.one_of(*faults)
+
+
+def service_leg_faults(shape: WorldShape) -> st.SearchStrategy[Fault]:
+    """A service call's leg delayed (its reply first) or dropped, or its request given up on by
+    its caller and delivered later, in the call's own terms."""
+    legs = st.sampled_from(("reply", "request"))
+
+    def delayed(call: ServiceCall) -> st.SearchStrategy[Fault]:
+        drive, op, nth = call.drive, call.operation, call.nth
+        delays = _service_delays(shape, call)
+        return st.one_of(
+            st.builds(
+                lambda leg, ms: DelayLeg(drive=drive, operation=op, nth=nth, leg=leg, ms=ms),
+                legs,
+                delays,
+            ),
+            st.builds(lambda leg: DropLeg(drive=drive, operation=op, nth=nth, leg=leg), legs),
+            st.builds(lambda ms: LateRequest(drive=drive, operation=op, nth=nth, ms=ms), delays),
+        )
+
+    return _service_call(shape).flatmap(delayed)
+
+
+def outage_faults(shape: WorldShape) -> st.SearchStrategy[Fault]:
+    """A service down over one of its windows (:meth:`WorldShape.outage_windows`)."""
+    windows = [
+        ServiceOutage(service=service.name, from_ms=begin, to_ms=end)
+        for service in shape.services
+        for begin, end in shape.outage_windows(service.name)
+    ]
+    return st.sampled_from(windows)
 
 
 def event_faults(shape: WorldShape) -> st.SearchStrategy[Fault]:
@@ -150,11 +243,18 @@ def aimed_plans(
     """Plans of up to ``max_faults`` faults aimed at ``shape``: ``kinds`` is ``"events"`` (held
     legs, crashes and evictions after a call), ``"legs"`` (those and late or dropped legs) or
     ``"all"``."""
+    services = bool(shape.service_calls)
     parts = [event_faults(shape)]
+    if services:
+        parts.append(service_event_faults(shape))
     if kinds in ("legs", "all"):
         parts.append(leg_faults(shape))
+        if services:
+            parts.append(service_leg_faults(shape))
     if kinds == "all":
         parts.append(other_faults(shape))
+        if shape.services:
+            parts.append(outage_faults(shape))
     fault = st.one_of(*parts)
     return st.lists(fault, max_size=max_faults).map(_one_of_each_world_fault)
 

@@ -6,6 +6,11 @@ features: the at-least-once windows the spec's checks explained (a double run, a
 landed twice, a BEGIN with no handler), the takeovers, stale passes and admission misses it saw,
 the kinds of fault that fired, the oracle's probes and the user's ``sometimes`` marks. The search
 counts them, steers towards the rare ones, and reports them.
+
+A world with services has windows of its own (a call that timed out, a reply that came after its
+caller gave up, a request that ran after it, a refusal), and the report says how many service
+calls the faults struck. A held leg released by its time limit is counted apart: its event never
+came, so it reached no window.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from collections.abc import Iterator
 
 import attrs
 
+from .._numbers import plural
+from ..faults._plan import ServiceOutage
 from ..runners._outcome import Simulation
 from ..world._marks import marks_in
 
@@ -23,8 +30,8 @@ _WINDOW_EVENTS = {
     "step.lost": "a stale pass stopped at a step boundary",
     "admission.miss": "an admission miss",
     "takeover.exhausted": "a takeover that used the last attempt",
-    "fault.release": "a held leg released after its event",
 }
+_RELEASED = "a held leg released after its event"
 
 #: The windows a report names, in the order it lists them.
 WINDOWS = (
@@ -33,7 +40,22 @@ WINDOWS = (
     "an effect that landed twice",
     "a BEGIN whose handler never ran",
     *_WINDOW_EVENTS.values(),
+    _RELEASED,
 )
+
+#: The job's outside world's windows, by the trace event that enters them.
+_SERVICE_EVENTS = {
+    "svc.timeout": "a service call that timed out",
+    "svc.late": "a reply that came after its caller gave up",
+    "svc.abandon": "a request its caller gave up on, still on the wire",
+}
+_REFUSED = "a request the service refused"
+#: The outside world's windows, in the order a report lists them: named only for a search whose
+#: worlds called a service.
+SERVICE_WINDOWS = (*_SERVICE_EVENTS.values(), _REFUSED)
+
+#: The fault events that strike one service call (a crash names the call it struck after).
+_STRIKES = ("fault.delay", "fault.drop", "fault.hold", "fault.late", "fault.crash")
 
 
 def features_of(simulation: Simulation) -> frozenset[str]:
@@ -53,6 +75,16 @@ def features_of(simulation: Simulation) -> frozenset[str]:
     for event, name in _WINDOW_EVENTS.items():
         if trace.counts.get(event):
             found.add(f"window:{name}")
+    for release in trace.of("fault.release"):
+        # A hold its time limit let go never met its event: it reached no window.
+        found.add("hold:max_ms" if release.get("why") == "max_ms" else f"window:{_RELEASED}")
+    if trace.counts.get("svc.send"):
+        found.add("services")
+        for event, name in _SERVICE_EVENTS.items():
+            if trace.counts.get(event):
+                found.add(f"window:{name}")
+        if any("refused" in event for event in trace.of("svc.exec")):
+            found.add(f"window:{_REFUSED}")
     fired = set(simulation.outcome.setup.plan.faults) - set(simulation.outcome.unfired)
     found.update(f"fault:{type(fault).__name__}" for fault in fired)
     found.update(f"probe:{name}" for name, _ in report.probes)
@@ -63,16 +95,47 @@ def features_of(simulation: Simulation) -> frozenset[str]:
     return frozenset(found)
 
 
+def struck_service_calls(simulation: Simulation) -> Counter[str]:
+    """How many service calls of the world a fault struck, by "SERVICE.OPERATION": a leg
+    delayed, dropped or held, a request given up on, a crash right after the call, a request an
+    outage refused. A call struck twice counts once."""
+    trace = simulation.outcome.trace
+    struck: dict[tuple[str, int], str] = {}
+    for event in trace.of(*_STRIKES):
+        op = str(event.get("after") or event.get("op") or "")
+        if "." in op:
+            struck[(str(event["drive"]), int(event["seq"]))] = op
+    outages = simulation.outcome.setup.plan.of(ServiceOutage)
+    for event in trace.of("svc.exec"):
+        # An outage is checked first where a request arrives: a refusal within one is its own.
+        service = str(event["op"]).split(".", 1)[0]
+        if "refused" in event and any(
+            isinstance(o, ServiceOutage)
+            and o.service == service
+            and o.from_ms <= event["t"] < o.to_ms
+            for o in outages
+        ):
+            struck[(str(event["drive"]), int(event["seq"]))] = str(event["op"])
+    return Counter(struck.values())
+
+
 @attrs.define
 class Coverage:
-    """How many worlds of a search had each feature."""
+    """How many worlds of a search had each feature, and how many service calls were struck."""
 
     worlds: int = 0
     counts: Counter[str] = attrs.field(factory=Counter)
+    #: Service calls a fault struck, over all worlds, by "SERVICE.OPERATION".
+    struck: Counter[str] = attrs.field(factory=Counter)
+    #: How many worlds had a service call struck.
+    struck_worlds: int = 0
 
-    def add(self, features: frozenset[str]) -> None:
+    def add(self, features: frozenset[str], *, struck: Counter[str] | None = None) -> None:
         self.worlds += 1
         self.counts.update(features)
+        if struck:
+            self.struck.update(struck)
+            self.struck_worlds += 1
 
     def rarity(self, features: frozenset[str]) -> float:
         """How rare ``features`` are so far: which single faults the search combines first."""
@@ -95,14 +158,28 @@ class Coverage:
 
     def lines(self) -> Iterator[str]:
         windows = self.of("window:")
-        entered = [f"{windows[w]} × {w}" for w in WINDOWS if w in windows]
-        missed = [w for w in WINDOWS if w not in windows]
+        # The outside world's windows are named only where the worlds called a service.
+        named = (*WINDOWS, *SERVICE_WINDOWS) if self.counts["services"] else WINDOWS
+        entered = [f"{windows[w]} × {w}" for w in named if w in windows]
+        missed = [w for w in named if w not in windows]
         yield "  windows entered: " + ("; ".join(entered) if entered else "none")
         if missed:
             yield "  windows never entered: " + "; ".join(missed)
+        if self.counts["hold:max_ms"]:
+            yield (
+                f"  held legs released at their max_ms (their event never came): in "
+                f"{plural(self.counts['hold:max_ms'], 'world')}"
+            )
         faults = self.of("fault:")
         if faults:
             yield "  faults fired: " + ", ".join(f"{n} × {k}" for k, n in faults.items())
+        if self.counts["services"]:
+            total = sum(self.struck.values())
+            ops = ", ".join(f"{n} × {op}" for op, n in sorted(self.struck.items()))
+            yield (
+                f"  service calls struck: {total}"
+                + (f" ({ops}), in {plural(self.struck_worlds, 'world')}" if total else "")
+            )
         probes = self.of("probe:")
         if probes:
             yield f"  oracle probes reached: {len(probes)}"

@@ -1,23 +1,28 @@
 """Searching fault plans for one that makes a check fail, guided, budgeted, and told honestly.
 
 The world's seed stays fixed; the plan is what varies. The search learns the world's shape from a
-clean run (its cadence, leases and calls, :mod:`._shape`), then looks in stages, simplest causes
-first, because a shrinker improves a plan locally and cannot always get from three faults to a
-different single one:
+clean run (its cadence, leases, calls and service calls, :mod:`._shape`), then looks in stages,
+simplest causes first, because a shrinker improves a plan locally and cannot always get from three
+faults to a different single one:
 
-1. every single fault that strikes at an event of the world, tried in turn: each call of each drive
-   held until another drive takes over, steps, writes, commits or ticks; a crash and an eviction
-   right after each call. These reach the spec's at-least-once windows whatever the timings;
+1. every single fault that strikes at an event of the world, tried in turn. The job's outside
+   world first: each service call's reply lost after it ran, held past the caller's own timeout,
+   its request delivered after the caller gave up, its reply held until another drive's effect,
+   a crash right after it ran; each service down over windows of its calls. Then each scope call
+   of each drive held until another drive takes over, steps, writes, commits or ticks; a crash
+   and an eviction right after each call. These reach the spec's at-least-once windows, and a
+   caller's timeout taken for a failure, whatever the timings;
 2. guided by what those worlds reached: the single faults whose worlds entered the rarest
-   windows, probes and marks (the feedback), combined in pairs;
-3. Hypothesis, drawing plans of one fault, then of several (:mod:`._aimed`), with delays and crash
-   times in the world's own terms. (Hypothesis's own ``target`` phase is not used: on these
-   strategies it spent minutes of its own time per few hundred worlds, which no budget could
-   bound.)
+   windows, probes and marks (the feedback), combined in pairs, service faults among them;
+3. Hypothesis, drawing plans of one fault, then of several (:mod:`._aimed`), with delays, crash
+   times and outages in the world's own terms. (Hypothesis's own ``target`` phase is not used: on
+   these strategies it spent minutes of its own time per few hundred worlds, which no budget
+   could bound.)
 
 A failing plan is shrunk, run again in this process and, for a world a command line can name, in a
 fresh process, and reported only if it reproduces. A clean result says what was covered: worlds,
-windows entered, faults fired, probes and the user's ``sometimes`` marks, and marks never reached.
+windows entered, faults fired, service calls struck, probes and the user's ``sometimes`` marks,
+and marks never reached.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any, TypeAlias
 
 import attrs
 from hypothesis import HealthCheck, Phase, find, settings
@@ -41,9 +47,13 @@ from ..faults._plan import (
     NO_FAULTS,
     UNTIL_EVENTS,
     CrashAfter,
+    DelayLeg,
+    DropLeg,
     EvictAfter,
     FaultPlan,
     HoldLeg,
+    LateRequest,
+    ServiceOutage,
 )
 from ..mutants._catalog import MUTANTS
 from ..runners._outcome import Simulation, replay_command
@@ -51,7 +61,7 @@ from ..runners._rerun import NONDETERMINISM_HELP, first_difference
 from ..runners._simulate import WorldError, simulate
 from ..scenarios._registry import ScenarioRef, find_scenario
 from ._aimed import aimed_plans, fault_plans
-from ._coverage import Coverage, features_of
+from ._coverage import Coverage, features_of, struck_service_calls
 from ._shape import WorldShape, shape_of, world_shape
 from ._shrink import shrink_plan
 
@@ -72,6 +82,8 @@ DEFAULT_SECONDS = 30.0
 
 #: How many of the single faults that reached the rarest windows are combined in pairs.
 _COMBINED = 10
+#: Of those, in a world with services, how many are service faults (the rest strike the scope).
+_COMBINED_SERVICE = 4
 
 #: The most worlds Hypothesis's stage of one-fault plans runs.
 _ONE_FAULT_WORLDS = 200
@@ -207,146 +219,203 @@ def search(
     stops where the machine's speed says)."""
     if mutant is not None and mutant not in MUTANTS:
         raise ValueError(f"no mutant {mutant!r}; the mutants are: {', '.join(MUTANTS)}")
-    shown = str(find_scenario(scenario).ref)
-    started = clock()
-    coverage = Coverage()
-    worlds = 0
+    searching = _Search(
+        scenario=scenario,
+        shown=str(find_scenario(scenario).ref),
+        seed=seed,
+        mutant=mutant,
+        max_worlds=max_worlds,
+        max_seconds=max_seconds,
+        fresh_process=fresh_process,
+        clock=clock,
+    )
+    # The clean world twice: a world that is no function of its seed makes every verdict after
+    # it meaningless, so this comes first.
+    clean = searching.run(NO_FAULTS)
+    differs = first_difference(clean.outcome.trace, searching.run(NO_FAULTS).outcome.trace)
+    if differs is not None:
+        return searching.report(
+            nondeterminism=f"the clean world, run twice in one process: {differs}",
+            stopped="nondeterminism",
+        )
+    if clean.report.violations:
+        return searching.checked(NO_FAULTS, clean)
+    if start is not None:
+        if not searching.violates(start):
+            return searching.report(stopped="the given plan makes no check fail")
+        return searching.shrunk(start)
+    shape = shape_of(clean)
+    singles = _single_plans(shape, max(1, (max_worlds - searching.worlds) // 2))
+    stages: tuple[Callable[[], _Outcome], ...] = (
+        lambda: searching.first_failing(singles),
+        lambda: searching.first_failing(_guided_pairs(searching, singles)),
+        lambda: _hypothesis(searching, shape, max_faults),
+    )
+    for stage in stages:
+        outcome = stage()
+        if isinstance(outcome, FaultPlan):
+            return searching.shrunk(outcome)
+        if outcome is not None:
+            return outcome
+    return searching.report(stopped=searching.over_budget() or "exhausted")
 
+
+#: What a stage ends with: a plan under which the world failed (to shrink), the search's report
+#: (its budget ran out, Hypothesis found the world flaky), or None (nothing failed: go on).
+_Outcome: TypeAlias = FaultPlan | SearchReport | None
+
+
+@attrs.define(kw_only=True)
+class _Search:
+    """One search's worlds, budget and findings so far: what every stage shares."""
+
+    scenario: str | ScenarioRef
+    shown: str
+    seed: int
+    mutant: str | None
+    max_worlds: int
+    max_seconds: float | None
+    fresh_process: bool
+    clock: Callable[[], float]
+    started: float = attrs.field(init=False)
+    worlds: int = 0
+    coverage: Coverage = attrs.field(factory=Coverage)
     #: What each plan's world reached: the feedback that picks the plans to combine.
-    reached: dict[FaultPlan, frozenset[str]] = {}
+    reached: dict[FaultPlan, frozenset[str]] = attrs.field(factory=dict)
+    #: The plans under which the world raised, with what it raised.
+    raised: dict[FaultPlan, str] = attrs.field(factory=dict)
 
-    def over_budget() -> str | None:
-        if worlds >= max_worlds:
+    def __attrs_post_init__(self) -> None:
+        self.started = self.clock()
+
+    def over_budget(self) -> str | None:
+        if self.worlds >= self.max_worlds:
             return "worlds"
-        if max_seconds is not None and clock() - started >= max_seconds:
+        if self.max_seconds is not None and self.clock() - self.started >= self.max_seconds:
             return "seconds"
         return None
 
-    def run(plan: FaultPlan) -> Simulation:
-        nonlocal worlds
-        worlds += 1
+    def run(self, plan: FaultPlan) -> Simulation:
+        self.worlds += 1
         try:
-            simulation = simulate(scenario, seed, plan=plan, mutant=mutant, keep_trace=True)
+            simulation = simulate(
+                self.scenario, self.seed, plan=plan, mutant=self.mutant, keep_trace=True
+            )
         except WorldError as error:
             if isinstance(error.__cause__, PlanError):
                 raise error.__cause__ from None  # a plan the world refuses: no world ran
             raise
         features = features_of(simulation)
-        coverage.add(features)
-        reached[plan] = features
+        self.coverage.add(features, struck=struck_service_calls(simulation))
+        self.reached[plan] = features
         return simulation
 
-    def report(**fields: object) -> SearchReport:
-        return SearchReport(
-            scenario=shown,
-            seed=seed,
-            mutant=mutant,
-            worlds=worlds,
-            seconds=clock() - started,
-            coverage=coverage,
-            **fields,  # type: ignore[arg-type]
-        )
-
-    # The clean world twice: a world that is no function of its seed makes every verdict after
-    # it meaningless, so this comes first.
-    clean = run(NO_FAULTS)
-    again = run(NO_FAULTS)
-    differs = first_difference(clean.outcome.trace, again.outcome.trace)
-    if differs is not None:
-        return report(
-            found=None,
-            nondeterminism=f"the clean world, run twice in one process: {differs}",
-            stopped="nondeterminism",
-        )
-    if clean.report.violations:
-        found = Exploration(shown, seed, mutant, NO_FAULTS, clean)
-        return _checked(found, report, run, fresh_process)
-    shape = shape_of(clean)
-    #: The plans under which the world raised, with what it raised.
-    raised: dict[FaultPlan, str] = {}
-
-    def violates(plan: FaultPlan) -> bool:
+    def violates(self, plan: FaultPlan) -> bool:
+        """Whether the world fails under ``plan``: a check's violation, or the world raised."""
         try:
-            simulation = run(plan)
+            simulation = self.run(plan)
         except PlanError:
             return False
         except WorldError as error:
-            raised[plan] = str(error)
+            self.raised[plan] = str(error)
             return True
         return bool(simulation.report.violations)
 
-    def shrunk(plan: FaultPlan) -> SearchReport:
-        smallest, _ = shrink_plan(plan, violates, max_worlds=150)
-        # Every plan the shrinker kept was run by ``violates``, which noted a world that raised.
-        if smallest in raised:
-            return report(found=None, raised=(smallest, raised[smallest]), stopped="raised")
-        found = Exploration(shown, seed, mutant, smallest, run(smallest))
-        return _checked(found, report, run, fresh_process)
-
-    if start is not None:
-        if not violates(start):
-            return report(found=None, stopped="the given plan makes no check fail")
-        return shrunk(start)
-
-    # Stage 1: every single event fault, in a fixed order; in a world of many calls, an even
-    # spread of them over at most half the budget, so Hypothesis gets the other half.
-    singles = list(_single_event_plans(shape))
-    share = max(1, (max_worlds - worlds) // 2)
-    if len(singles) > share:
-        singles = [singles[i * len(singles) // share] for i in range(share)]
-    for plan in singles:
-        stop = over_budget()
-        if stop is not None:
-            return report(found=None, stopped=stop)
-        if violates(plan):
-            return shrunk(plan)
-
-    # Stage 2, guided by what the worlds reached: the single faults whose worlds entered the
-    # rarest windows, probes and marks, combined in pairs (a takeover held open while another
-    # pass crashes after its effect: the windows compose).
-    rarest = sorted(
-        (plan for plan in singles if plan in reached),
-        key=lambda plan: -coverage.rarity(reached[plan]),
-    )[:_COMBINED]
-    for i, first in enumerate(rarest):
-        for second in rarest[i + 1 :]:
-            stop = over_budget()
+    def first_failing(self, plans: Iterable[FaultPlan]) -> _Outcome:
+        """The first of ``plans`` under which the world fails, the report of a spent budget,
+        or None when none failed."""
+        for plan in plans:
+            stop = self.over_budget()
             if stop is not None:
-                return report(found=None, stopped=stop)
-            plan = FaultPlan((*first.faults, *second.faults))
-            if violates(plan):
-                return shrunk(plan)
+                return self.report(stopped=stop)
+            if self.violates(plan):
+                return plan
+        return None
 
-    # Stage 3: Hypothesis, one fault then several.
-    # One-fault plans are few: past a couple of hundred, Hypothesis mostly draws plans it has run
-    # already, and spends its time on that; the larger plans get the rest of the budget.
+    def report(self, **fields: Any) -> SearchReport:
+        return SearchReport(
+            scenario=self.shown,
+            seed=self.seed,
+            mutant=self.mutant,
+            worlds=self.worlds,
+            seconds=self.clock() - self.started,
+            coverage=self.coverage,
+            **{"found": None, **fields},
+        )
+
+    def shrunk(self, plan: FaultPlan) -> SearchReport:
+        smallest, _ = shrink_plan(plan, self.violates, max_worlds=150)
+        # Every plan the shrinker kept was run by ``violates``, which noted a world that raised.
+        if smallest in self.raised:
+            return self.report(raised=(smallest, self.raised[smallest]), stopped="raised")
+        return self.checked(smallest, self.run(smallest))
+
+    def checked(self, plan: FaultPlan, simulation: Simulation) -> SearchReport:
+        found = Exploration(self.shown, self.seed, self.mutant, plan, simulation)
+        return _checked(found, self.report, self.run, self.fresh_process)
+
+
+def _spread(plans: list[FaultPlan], share: int) -> list[FaultPlan]:
+    """At most ``share`` of ``plans``, spread evenly over them."""
+    if len(plans) <= share:
+        return plans
+    return [plans[i * len(plans) // share] for i in range(share)]
+
+
+def _guided_pairs(searching: _Search, singles: list[FaultPlan]) -> Iterator[FaultPlan]:
+    """Stage 2, guided by what the worlds reached: the single faults whose worlds entered the
+    rarest windows, probes and marks, combined in pairs (a takeover held open while another
+    pass crashes after its effect: the windows compose). A world with services pairs the rarest
+    of its service faults too, so a lost reply meets a takeover and an outage a crash."""
+    coverage, reached = searching.coverage, searching.reached
+
+    def rarest(plans: list[FaultPlan], most: int) -> list[FaultPlan]:
+        ran = [plan for plan in plans if plan in reached]
+        return sorted(ran, key=lambda plan: -coverage.rarity(reached[plan]))[:most]
+
+    outside = [plan for plan in singles if _strikes_a_service(plan)]
+    inside = [plan for plan in singles if not _strikes_a_service(plan)]
+    if outside:
+        pool = rarest(inside, _COMBINED - _COMBINED_SERVICE) + rarest(outside, _COMBINED_SERVICE)
+    else:
+        pool = rarest(inside, _COMBINED)
+    for i, first in enumerate(pool):
+        for second in pool[i + 1 :]:
+            yield FaultPlan((*first.faults, *second.faults))
+
+
+def _strikes_a_service(plan: FaultPlan) -> bool:
+    return any(
+        isinstance(fault, ServiceOutage) or "." in str(getattr(fault, "operation", ""))
+        for fault in plan.faults
+    )
+
+
+def _hypothesis(searching: _Search, shape: WorldShape, max_faults: int) -> _Outcome:
+    """Stage 3: Hypothesis, one fault then several. One-fault plans are few: past a couple of
+    hundred, Hypothesis mostly draws plans it has run already, and spends its time on that; the
+    larger plans get the rest of the budget."""
     stages = (
         (aimed_plans(shape, max_faults=1), _ONE_FAULT_WORLDS),
         (aimed_plans(shape, max_faults=max_faults), None),
     )
+
+    def guided(plan: FaultPlan) -> bool:
+        if searching.over_budget() is not None:
+            return False  # the budget is spent: let Hypothesis run out cheaply
+        return searching.violates(plan)
+
     for strategy, most in stages:
-
-        def guided(plan: FaultPlan) -> bool:
-            if over_budget() is not None:
-                return False  # the budget is spent: let Hypothesis run out cheaply
-            try:
-                simulation = run(plan)
-            except PlanError:
-                return False
-            except WorldError as error:
-                raised[plan] = str(error)
-                return True
-            return bool(simulation.report.violations)
-
-        stop = over_budget()
+        stop = searching.over_budget()
         if stop is not None:
-            return report(found=None, stopped=stop)
+            return searching.report(stopped=stop)
+        left = searching.max_worlds - searching.worlds
         try:
-            plan = find(
+            return find(
                 strategy,
                 guided,
                 settings=settings(
-                    max_examples=max(1, min(max_worlds - worlds, most or max_worlds)),
+                    max_examples=max(1, min(left, most or searching.max_worlds)),
                     derandomize=True,
                     database=None,
                     deadline=None,
@@ -357,21 +426,61 @@ def search(
         except NoSuchExample:
             continue
         except Flaky as error:
-            return report(
-                found=None,
+            return searching.report(
                 nondeterminism=(
                     "a plan that failed once passed when Hypothesis ran it again in this process "
                     f"({type(error).__name__})"
                 ),
                 stopped="nondeterminism",
             )
-        return shrunk(plan)
-    return report(found=None, stopped=over_budget() or "exhausted")
+    return None
+
+
+def _single_plans(shape: WorldShape, share: int) -> list[FaultPlan]:
+    """Stage 1: one fault at a time, in a fixed order, at most ``share`` of them (in a world of
+    many calls, spread evenly over them, so Hypothesis gets the other half of the budget). The
+    job's outside world first, and whole when it fits (few calls, and the effects a job exists
+    for are there): each service call's faults, then each service's outages; then every scope
+    call's event faults."""
+    outside = _spread([*_service_call_plans(shape), *_outage_plans(shape)], share)
+    return outside + _spread(list(_single_event_plans(shape)), share - len(outside))
+
+
+def _service_call_plans(shape: WorldShape) -> Iterator[FaultPlan]:
+    """For every service call of the clean world: its reply lost after it ran, held past the
+    caller's own timeout, its request delivered after the caller gave up and moved on, its reply
+    held until another drive's effect, and a crash right after it ran. (Never an eviction: a
+    service call runs in no scope.)"""
+    for call in shape.service_calls:
+        drive, op, nth = call.drive, call.operation, call.nth
+        yield FaultPlan((DropLeg(drive=drive, operation=op, nth=nth, leg="reply"),))
+        late = shape.past_timeout_ms(call)
+        yield FaultPlan((DelayLeg(drive=drive, operation=op, nth=nth, leg="reply", ms=late),))
+        gone = shape.moved_on_ms(call)
+        yield FaultPlan((LateRequest(drive=drive, operation=op, nth=nth, ms=gone),))
+        if len(shape.drives) > 1:
+            held = HoldLeg(
+                drive=drive,
+                operation=op,
+                nth=nth,
+                leg="reply",
+                until="effect",
+                max_ms=shape.lease_ms * 10.0,
+            )
+            yield FaultPlan((held,))
+        yield FaultPlan((CrashAfter(drive=drive, operation=op, nth=nth),))
+
+
+def _outage_plans(shape: WorldShape) -> Iterator[FaultPlan]:
+    """Each service down over each of its windows (:meth:`WorldShape.outage_windows`)."""
+    for service in shape.services:
+        for begin, end in shape.outage_windows(service.name):
+            yield FaultPlan((ServiceOutage(service=service.name, from_ms=begin, to_ms=end),))
 
 
 def _single_event_plans(shape: WorldShape) -> Iterator[FaultPlan]:
-    """One event fault at a time, over every call the clean world made: replies held first (the
-    at-least-once window of a step body), then crashes and evictions after a call."""
+    """One event fault at a time, over every scope call the clean world made: replies held first
+    (the at-least-once window of a step body), then crashes and evictions after a call."""
     calls = [(d, op, n) for d, op, count in shape.calls for n in range(1, count + 1)]
     if len(shape.drives) > 1:
         for until in ("effect", "commit", "takeover", "step", "tick"):

@@ -6,13 +6,20 @@ the gap until another drive's next tick is taken over; a crash lands inside a pa
 moments passes run. So the search reads them off a clean run: each drive's tick cadence, each
 job's lease and margin, how many calls of each operation each drive makes, and how long the
 world lasts.
+
+The job's outside world has windows of its own, relative to the caller rather than to the lease:
+a reply lost or held past the caller's own ``timeout_ms`` is a call the caller believes failed
+while it ran. So the shape also holds every service call each drive made, with its timeout and
+when it was sent, and each service's latency: delays and outages are drawn in those terms too.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Iterable
 from statistics import median
+from typing import Any
 
 import attrs
 
@@ -22,6 +29,7 @@ from ..faults._plan import NO_FAULTS
 from ..runners._outcome import Simulation
 from ..runners._simulate import simulate
 from ..scenarios._registry import ScenarioRef
+from ..world._services import Service
 
 
 @attrs.frozen(kw_only=True)
@@ -32,6 +40,41 @@ class Cadence:
     first_ms: float
     every_ms: float
     ticks: tuple[float, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class ServiceCall:
+    """The ``nth`` call of ``operation`` ("SERVICE.OPERATION") that ``drive`` made in the clean
+    run: sent at ``sent_ms``, with the caller's ``timeout_ms`` (None: it waits for its reply)."""
+
+    drive: str
+    operation: str
+    nth: int
+    timeout_ms: float | None
+    sent_ms: float
+
+    @property
+    def service(self) -> str:
+        return self.operation.split(".", 1)[0]
+
+
+@attrs.frozen(kw_only=True)
+class ServiceShape:
+    """A service of the world: its name, its operations, and each leg's latency as (low, high)."""
+
+    name: str
+    operations: tuple[str, ...]
+    latency_ms: tuple[float, float]
+
+    @classmethod
+    def of(cls, service: Service) -> ServiceShape:
+        latency = service.latency_ms
+        low, high = latency if isinstance(latency, tuple) else (latency, latency)
+        return cls(
+            name=service.name,
+            operations=tuple(service.operations),
+            latency_ms=(float(low), float(high)),
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -51,14 +94,85 @@ class WorldShape:
     horizon_ms: float = 30_000.0
     #: How many events the clean world wrote: a measure of its scheduling steps.
     events: int = 0
+    #: The world's services, as its setup declares them.
+    services: tuple[ServiceShape, ...] = ()
+    #: Every service call each drive made in the clean run, in the order they were sent.
+    service_calls: tuple[ServiceCall, ...] = ()
 
     def calls_of(self, drive: str) -> dict[str, int]:
         return {op: n for d, op, n in self.calls if d == drive}
 
+    def service_counts(self) -> tuple[tuple[str, str, int], ...]:
+        """(drive, "SERVICE.OPERATION", how many calls) for every service call of the clean run,
+        as :attr:`calls` counts the scope calls."""
+        counts = Counter((call.drive, call.operation) for call in self.service_calls)
+        return tuple((drive, op, n) for (drive, op), n in sorted(counts.items()))
+
+    def services_by_name(self) -> dict[str, tuple[str, ...]]:
+        """Each service's operations, by name: what a plan is checked against."""
+        return {service.name: service.operations for service in self.services}
+
+    def latency_of(self, service: str) -> float:
+        """The longest one leg to ``service`` takes (the high end of its latency)."""
+        for found in self.services:
+            if found.name == service:
+                return found.latency_ms[1]
+        return 0.0
+
+    def past_timeout_ms(self, call: ServiceCall) -> float:
+        """A delay of a leg of ``call`` that lands just past the caller's own timeout (whatever
+        the latency), or, for a caller with no timeout, just past the lease (a takeover)."""
+        if call.timeout_ms is None:
+            return float(self.lease_ms) + 1.0
+        return call.timeout_ms + 1.0
+
+    def moved_on_ms(self, call: ServiceCall) -> float:
+        """How late a request given up by its caller lands after the caller moved on: past the
+        caller's own timeout plus a round trip, so whatever the caller does when it gives up (a
+        retry, a fallback) has been done."""
+        return (call.timeout_ms or 0.0) + 2 * self.latency_of(call.service) + 1.0
+
+    def service_delays(self, call: ServiceCall | None = None) -> tuple[float, ...]:
+        """Delays in the terms of ``call`` (or of every service call): just past a round trip,
+        just inside and just past the caller's timeout, the timeout plus the service's latency
+        and its round trip, the lease past the timeout."""
+        delays: set[float] = set()
+        for made in (call,) if call is not None else self.service_calls:
+            latency = self.latency_of(made.service)
+            delays.update((latency + 1.0, 2 * latency + 1.0))
+            if made.timeout_ms is not None:
+                timeout = made.timeout_ms
+                delays.update((timeout - 2 * latency - 1.0, timeout + 1.0))
+                delays.update((timeout + latency + 1.0, timeout + 2 * latency + 1.0))
+                delays.add(timeout + self.lease_ms + 1.0)
+            else:
+                delays.add(self.lease_ms + 1.0)
+        return tuple(sorted(d for d in delays if d > 0))
+
+    def outage_windows(self, service: str) -> tuple[tuple[float, float], ...]:
+        """(from_ms, to_ms) outages of ``service`` in the world's terms: from the first call it
+        got in the clean run, refusing that request, the caller's retries within its timeout,
+        those until the lease ran out (a takeover's), and the whole world."""
+        sent = [call for call in self.service_calls if call.service == service]
+        if not sent:
+            return ((0.0, self.horizon_ms + self.lease_ms),)
+        first = sent[0]
+        latency = self.latency_of(service)
+        start = first.sent_ms
+        ends = (
+            start + latency + 1.0,
+            start + (first.timeout_ms or 0.0) + 2 * latency + 1.0,
+            start + self.lease_ms + 2 * latency + 1.0,
+        )
+        windows = dict.fromkeys((start, end) for end in ends)
+        windows[(0.0, self.horizon_ms + self.lease_ms)] = None
+        return tuple(windows)
+
     def window_delays(self) -> tuple[float, ...]:
-        """Delays in the world's own terms: the spec's edges (the margin, the lease) and the
-        at-least-once window of a takeover, the lease plus the gap to another drive's tick."""
-        delays: set[float] = {1.0, 5.0}
+        """Delays in the world's own terms: the spec's edges (the margin, the lease), the
+        at-least-once window of a takeover, the lease plus the gap to another drive's tick, and
+        the service calls' own (:meth:`service_delays`)."""
+        delays: set[float] = {1.0, 5.0, *self.service_delays()}
         for lease in self.leases or (self.lease_ms,):
             margin = lease * JOB_LEASE_ENTRY_MARGIN
             edge = lease - margin
@@ -113,6 +227,7 @@ def shape_of(simulation: Simulation) -> WorldShape:
             )
         )
     last = trace.events[-1]["t"] if trace.events else 30_000.0
+    service_calls = _service_calls(trace.of("svc.send"), drives)
     return WorldShape(
         # Only the drives and scopes the setup declares: those are what a plan is checked against.
         drives=tuple(d for d in drives if d in setup.drives) or tuple(drives),
@@ -123,7 +238,33 @@ def shape_of(simulation: Simulation) -> WorldShape:
         cadences=tuple(cadences),
         horizon_ms=float(last),
         events=len(trace.events),
+        services=tuple(ServiceShape.of(service) for service in setup.services),
+        service_calls=service_calls,
     )
+
+
+def _service_calls(
+    sends: Iterable[dict[str, Any]], drives: dict[str, None]
+) -> tuple[ServiceCall, ...]:
+    """Every ``svc.send`` of a known drive, numbered per drive and operation as a plan counts."""
+    made: Counter[tuple[str, str]] = Counter()
+    calls = []
+    for event in sends:
+        drive, op = str(event["drive"]), str(event["op"])
+        if drive not in drives:
+            continue
+        made[(drive, op)] += 1
+        timeout = event.get("timeout_ms")
+        calls.append(
+            ServiceCall(
+                drive=drive,
+                operation=op,
+                nth=made[(drive, op)],
+                timeout_ms=None if timeout is None else float(timeout),
+                sent_ms=float(event["t"]),
+            )
+        )
+    return tuple(calls)
 
 
 def world_shape(scenario: str | ScenarioRef, *, seed: int = 1) -> WorldShape:
