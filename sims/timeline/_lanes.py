@@ -1,17 +1,18 @@
-"""The page's lanes: a drive's passes and marks, a scope's leases, effects and marks."""
+"""The page's lanes: a drive's passes and marks, a scope's leases, effects and marks (the
+service lanes are :mod:`._service_lanes`')."""
 
 from __future__ import annotations
 
 from ._endings import ending_title, pass_ending, taken_over_words
 from ._model import Lease, Mark, Pass, StoreClockFit, runs_shown, short
 from ._scale import fmt_ms, fmt_store
+from ._service_lanes import AMBIGUOUS, ServiceLanes
 from ._svg import (
     REFUSAL,
     RIGHT,
     WIDTH,
     Row,
     Shape,
-    Sheet,
     cross,
     diamond,
     element,
@@ -38,7 +39,7 @@ def _need(label: str) -> float:
     return CHAR_PX * len(label) + 6
 
 
-class Lanes(Sheet):
+class Lanes(ServiceLanes):
     """Draws the drive lanes and the scope lanes of a :class:`Sheet`."""
 
     # -- drives -----------------------------------------------------------------------------------
@@ -297,6 +298,11 @@ class Lanes(Sheet):
             glyph = element("path", title=title, d=d, fill=MARK_COLORS[shape.key])
         elif shape.key == "fence":
             glyph = cross(x, y, 3.5, "#777777", title)
+        elif shape.key == "ambiguous":
+            glyph = element(
+                "text", title=title, text="?", x=x - 3, y=y + 4, font_size=12,
+                font_weight="bold", fill=AMBIGUOUS,
+            )  # fmt: skip
         elif shape.key == "tick":
             y0, y1 = row.y + 2, row.y + 7
             glyph = element("line", title=title, x1=x, y1=y0, x2=x, y2=y1, stroke="#999999")

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._lanes import MARK_COLORS
+from ._service_lanes import AMBIGUOUS, QUIET
 from ._svg import REFUSAL, cross, diamond, element
 
 #: The colour of a finding the spec explains (a violation's is ``REFUSAL``).
@@ -159,6 +160,7 @@ def legend_items() -> list[tuple[str, Callable[[float, float], str], str]]:
             ),
             "abandoned request reaches the scope, runs",
         ),
+        *_service_items(),
         ("tick", _vline("#999999", width=1), "drive tick: it polls the scope"),
         (
             "skip",
@@ -182,4 +184,84 @@ def legend_items() -> list[tuple[str, Callable[[float, float], str], str]]:
             "finding the spec explains, numbered",
         ),
         ("cut", _bar("url(#cut)"), "idle gap cut from the axis, with its length"),
+        (
+            "closing",
+            _vline("#555555", width=1.5, dash="6 3"),
+            "the scenario returned (then shaded)",
+        ),
+        ("world-quiet", _vline(QUIET), "what still ran then stopped by itself"),
+        ("world-cut", _vline(REFUSAL), "cut: the grace after the scenario ran out"),
+    ]
+
+
+def _service_items() -> list[tuple[str, Callable[[float, float], str], str]]:
+    """The service lanes' kinds: a call, what it was where it ran, and what its caller knew."""
+    blue = "#3b6fd1"
+    return [
+        (
+            "svc-call",
+            _bar(blue, tall=2, opacity=0.55),
+            "service call: sent → its caller stopped waiting",
+        ),
+        (
+            "svc-effect",
+            lambda x, y: element("circle", cx=x, cy=y, r=4, fill=blue, stroke="#111111"),
+            "call that changed its service's state: an effect",
+        ),
+        (
+            "svc-read",
+            lambda x, y: element(
+                "circle", cx=x, cy=y, r=3.5, fill="#ffffff", stroke=blue, stroke_width=1.5
+            ),
+            "call that changed nothing: a read",
+        ),
+        (
+            "svc-repeat",
+            lambda x, y: element(
+                "rect",
+                x=x - 3.5,
+                y=y - 3.5,
+                width=7,
+                height=7,
+                fill="#ffffff",
+                stroke=blue,
+                stroke_width=1.5,
+            ),
+            "repeat an idempotency key answered (not run)",
+        ),
+        (
+            "svc-refused",
+            lambda x, y: cross(x, y, 4, REFUSAL, ""),
+            "call the service refused (not run)",
+        ),
+        (
+            "svc-lost",
+            lambda x, y: element(
+                "circle", cx=x, cy=y, r=3.5, fill="none", stroke="#888888", stroke_dasharray="2 1"
+            ),
+            "request lost on the way: it never ran",
+        ),
+        (
+            "ambiguous",
+            lambda x, y: (
+                _line(AMBIGUOUS, dash="3 2", width=1.5)(x, y)
+                + element(
+                    "text",
+                    text="?",
+                    x=x + 9,
+                    y=y + 4,
+                    font_size=10,
+                    font_weight="bold",
+                    fill=AMBIGUOUS,
+                )
+            ),
+            "ambiguous: it ran, its caller saw a timeout",
+        ),
+        (
+            "late-effect",
+            lambda x, y: element(
+                "circle", cx=x, cy=y, r=7, fill="none", stroke=REFUSAL, stroke_width=2
+            ),
+            "late effect: a stale pass's, or after the scenario",
+        ),
     ]

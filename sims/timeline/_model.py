@@ -2,9 +2,10 @@
 
 A drive lane holds the drive's passes (one per lease owner) and marks for what happened to the
 drive itself; a scope lane holds the store's view of each run: its leases, placed by the store's
-clock as fitted from the trace (:class:`StoreClockFit`), and its effects. Two owners of one run
-whose handler spans overlap are a double run (:func:`find_overlaps`). :mod:`._timeline_reader`
-fills the model from a trace.
+clock as fitted from the trace (:class:`StoreClockFit`), and its effects; a service lane holds the
+calls the world's services ran (:class:`ServiceCall`), one row per operation. Two owners of one run
+whose handler spans overlap are a double run (:func:`find_overlaps`). :mod:`._reader` fills the
+model from a trace.
 """
 
 from __future__ import annotations
@@ -165,6 +166,95 @@ class Effect:
     t: float
     key: str
     copy: int  # 1 for the first row with this key, 2 for a duplicate, ...
+    #: Why it landed late (a stale pass's, or after the scenario returned), or None.
+    late: str | None = None
+    #: The scope call that wrote it, as (link, seq).
+    call: tuple[str, int] | None = None
+
+
+@attrs.define
+class ServiceCall:
+    """One call to a service: sent by a pass, run (or refused, or lost) at the service, and what
+    its caller learnt of it. Times are virtual ms; None: it did not happen."""
+
+    service: str
+    op: str  # "bank.pay"
+    drive: str
+    seq: int
+    run: str
+    sent_at: float
+    step: str | None = None
+    timeout_ms: float | None = None
+    #: The pass (lease owner) that sent it, when the trace shows one open.
+    owner: str | None = None
+    ran_at: float | None = None
+    #: What it was at the service: "effect", "read", "repeat" (an idempotency key answered it
+    #: with the first result) or "refused"; None while it has not run.
+    kind: str | None = None
+    refused: str | None = None
+    replied_at: float | None = None
+    timed_out_at: float | None = None
+    #: The caller gave it up at once (a late request) while it was still on the wire.
+    abandoned_at: float | None = None
+    #: A reply that came after the caller had given up.
+    late_at: float | None = None
+    dropped: str | None = None  # the leg lost: "request" or "reply"
+    dropped_at: float | None = None
+    #: Its reply reached a drive that had been killed.
+    fenced_at: float | None = None
+    #: Why its effect landed late (a stale pass's, or after the scenario returned), or None.
+    late_effect: str | None = None
+
+    @property
+    def ran(self) -> bool:
+        """It ran at the service (a refusal did not run)."""
+        return self.kind in ("effect", "read", "repeat")
+
+    @property
+    def doubted_at(self) -> float | None:
+        """When the caller was told it did not know (a ``ServiceTimeout``), or None."""
+        if self.timed_out_at is not None:
+            return self.timed_out_at
+        if self.abandoned_at is not None:
+            return self.abandoned_at
+        if self.dropped is not None and self.timeout_ms is None:
+            return self.dropped_at  # a lost connection, told at once
+        return None
+
+    @property
+    def ambiguous(self) -> bool:
+        """It ran, and its caller saw a timeout instead of its answer: an ambiguous outcome."""
+        return self.ran and self.doubted_at is not None and self.fenced_at is None
+
+    @property
+    def answered_at(self) -> float | None:
+        """When the caller stopped waiting for it: its reply, its doubt or its kill."""
+        for t in (self.replied_at, self.doubted_at, self.fenced_at):
+            if t is not None:
+                return t
+        return None
+
+
+@attrs.frozen
+class Running:
+    """What was still running at the world's end."""
+
+    passes: tuple[tuple[str, str], ...]  # (drive, run)
+    ticks: tuple[str, ...]  # drives whose drive call was still going
+    calls: int  # service calls on the wire
+
+
+@attrs.frozen
+class WorldEnd:
+    """The world's end: the scenario returned (``world.closing``) with what was still running,
+    then everything stopped by itself (``world.quiet``) or the grace ran out (``world.cut``)."""
+
+    closing_at: float
+    grace_ms: float
+    running: Running
+    ended_at: float | None = None
+    how: str | None = None  # "quiet" | "cut"; None when nothing was running at the close
+    cut: Running | None = None  # what the grace cut off
 
 
 @attrs.frozen
@@ -190,6 +280,10 @@ class Timeline:
     leases: list[Lease] = attrs.field(factory=list)
     marks: list[Mark] = attrs.field(factory=list)
     effects: list[Effect] = attrs.field(factory=list)
+    #: The services the world called, first called first, and each one's operations.
+    services: dict[str, list[str]] = attrs.field(factory=dict)
+    calls: list[ServiceCall] = attrs.field(factory=list)
+    world_end: WorldEnd | None = None
     overlaps: list[Overlap] = attrs.field(factory=list)
     clock: StoreClockFit | None = None
     notes: list[str] = attrs.field(factory=list)
@@ -237,12 +331,23 @@ def find_overlaps(passes: list[Pass], horizon: float) -> list[Overlap]:
     return overlaps
 
 
-def visible_lanes(model: Timeline) -> tuple[list[str], list[str]]:
+def visible_lanes(model: Timeline) -> tuple[list[str], list[str], list[str]]:
+    """The drives, scopes and services drawn, and a note about the ones left out."""
     drives, scopes = model.drives[:MAX_LANES], model.scopes[:MAX_LANES]
-    hidden = len(model.drives) - len(drives) + len(model.scopes) - len(scopes)
+    services = list(model.services)[:MAX_LANES]
+    hidden = (
+        len(model.drives) - len(drives)
+        + len(model.scopes) - len(scopes)
+        + len(model.services) - len(services)
+    )  # fmt: skip
     if hidden:
         model.notes.append(f"{hidden} more lanes not drawn (at most {MAX_LANES} of each kind)")
-    return drives, scopes
+    return drives, scopes, services
+
+
+def operations_shown(model: Timeline, service: str) -> list[str]:
+    """The rows of a service lane: its operations, first called first, capped."""
+    return model.services.get(service, [])[:MAX_RUN_ROWS]
 
 
 def runs_shown(model: Timeline, scope: str) -> list[str]:

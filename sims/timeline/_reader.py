@@ -1,7 +1,8 @@
 """Reading a trace into the timeline's model, once and in order.
 
 The store's clock is fitted after the last event: a lease's expiry is store time, and it becomes a
-point on the virtual axis only once every ``rpc.exec`` has paired the two clocks.
+point on the virtual axis only once every ``rpc.exec`` has paired the two clocks. Calls to the
+world's services are read by :mod:`._calls`, the world's end by :mod:`._world_end`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ import attrs
 
 from driver import parse_iso_ms
 
+from .._numbers import ms
 from .._trace import Trace
 from ..oracle._spec import LEASE_ENTRY_MARGIN
+from ._calls import CallReader, is_service_op
+from ._holds import released_words
 from ._model import (
     Effect,
     Lease,
@@ -26,6 +30,7 @@ from ._model import (
     find_overlaps,
     short,
 )
+from ._world_end import read_world_end
 
 #: Lease length assumed for "late reply" before any claim says what the lease is.
 _DEFAULT_LEASE_MS = 1_000.0
@@ -52,6 +57,8 @@ class _Builder:
         self.executed: dict[tuple[str, int], float] = {}
         self.store_pairs: list[tuple[float, float]] = []
         self.passes: dict[str, Pass] = {}
+        #: The latest pass of each (drive, run), and of each drive as (drive, None).
+        self.latest: dict[tuple[str, str | None], Pass] = {}
         self.leases: dict[tuple[str, str], list[Lease]] = {}
         self.run_scope: dict[str, str] = {}
         self.effect_keys: dict[str, int] = {}
@@ -64,6 +71,13 @@ class _Builder:
         #: Late BEGIN replies, titled once the store's clock is fitted: (mark index, event,
         #: the lease BEGIN was for, how long the reply took).
         self.late_begins: list[tuple[int, dict[str, Any], Lease, float]] = []
+        #: The door operation each ``invoke`` ran (its args' first element), by (link, seq).
+        self.doors: dict[tuple[str, int], str] = {}
+        #: The pass that sent each ``invoke``, by (link, seq): whose effect it wrote.
+        self.senders: dict[tuple[str, int], str | None] = {}
+        #: When the scenario returned (``world.closing``): an effect after it landed late.
+        self.closing_at: float | None = None
+        self.calls = CallReader(self.owner_of, self.late_effect, self.model.marks.append)
         self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "rpc.send": self.on_send,
             "rpc.exec": self.on_exec,
@@ -91,7 +105,13 @@ class _Builder:
             "drive.skip": self.on_skip,
             "world.start": self.on_start,
             "world.note": self.on_note,
+            "world.closing": self.on_world_end,
+            "world.quiet": self.on_world_end,
+            "world.cut": self.on_world_end,
         }
+        for name in ("send", "reply", "timeout", "abandon", "late", "drop"):
+            self.handlers[f"svc.{name}"] = self.calls.read
+        self.handlers["svc.exec"] = self.on_service_exec
 
     def build(self, events: list[dict[str, Any]]) -> Timeline:
         model = self.model
@@ -135,6 +155,8 @@ class _Builder:
 
     def on_send(self, event: dict[str, Any]) -> None:
         self.sends[(event["link"], event["seq"])] = event
+        if event["op"] == "invoke":
+            self.sent_invoke(event)
         if event["op"] == "claim":
             args = event.get("args") or []
             if len(args) >= 3 and isinstance(args[2], int | float):
@@ -209,6 +231,16 @@ class _Builder:
         # The expiry is store time; it becomes virtual time once the whole clock is fitted.
         self.expiries.append((lease, t, expiry_ms))
 
+    def sent_invoke(self, event: dict[str, Any]) -> None:
+        """Remember the door operation an ``invoke`` runs, and the pass that sent it."""
+        where = (str(event["link"]), int(event["seq"]))
+        args = event.get("args") or []
+        if args and isinstance(args[0], str):
+            self.doors[where] = args[0]
+        spec = args[1] if len(args) >= 2 and isinstance(args[1], dict) else {}
+        run = str(spec.get("key") or "").split("/", 1)[0]
+        self.senders[where] = self.owner_of(where[0], run) or self.open_owner(where[0])
+
     def effect(self, event: dict[str, Any], scope: str, spec: Any) -> None:
         if not isinstance(spec, dict) or spec.get("kind") != "effect":
             return
@@ -217,7 +249,46 @@ class _Builder:
         if run not in self.run_scope:
             run = self.open_run(str(event["link"])) or run
         self.effect_keys[key] = self.effect_keys.get(key, 0) + 1
-        self.model.effects.append(Effect(scope, run, float(event["t"]), key, self.effect_keys[key]))
+        t, where = float(event["t"]), (str(event["link"]), int(event["seq"]))
+        late = self.late_effect(self.senders.pop(where, None), run, t)
+        self.model.effects.append(
+            Effect(scope, run, t, key, self.effect_keys[key], late=late, call=where)
+        )
+
+    def owner_of(self, drive: str, run: str) -> str | None:
+        """The latest pass of ``drive`` on ``run``: the one open, when one is."""
+        found = self.latest.get((drive, run))
+        return None if found is None else found.owner
+
+    def open_owner(self, drive: str) -> str | None:
+        """The latest pass of ``drive``, if it is still open."""
+        found = self.latest.get((drive, None))
+        return found.owner if found is not None and found.ended_at is None else None
+
+    def late_effect(self, owner: str | None, run: str, t: float) -> str | None:
+        """Why an effect of ``owner``'s landing at ``t`` is late: its pass had lost its lease to
+        another's claim, or the scenario had returned. None: it is not."""
+        leases = self.leases.get((self.run_scope.get(run, ""), run), [])
+        for index, lease in enumerate(leases):
+            if (
+                owner is not None
+                and lease.owner == owner
+                and lease.end_reason == "taken over"
+                and lease.ended_at is not None
+                and lease.ended_at <= t
+            ):
+                taker = leases[index + 1] if index + 1 < len(leases) else None
+                who = f"{taker.drive}'s pass {taker.owner}" if taker else "another pass"
+                return (
+                    f"its pass {owner} had lost its lease of run {run} to {who}, which claimed "
+                    f"it at {ms(lease.ended_at)} ms"
+                )
+        if self.closing_at is not None and t >= self.closing_at:
+            return (
+                f"it landed after the scenario returned, at {ms(self.closing_at)} ms, while the "
+                "world waited for what was still running"
+            )
+        return None
 
     def open_run(self, drive: str) -> str | None:
         for found in reversed(self.model.passes):
@@ -236,6 +307,7 @@ class _Builder:
             return
         op, args = str(event["op"]), sent.get("args") or []
         lane = str(event["link"])
+        door = self.doors.get(key)
         if op == "claim":
             self.mark(lane, event, "late", self.late_claim(event, sent, transit), since=executed)
         elif op == "begin" and len(args) >= 2:
@@ -246,7 +318,8 @@ class _Builder:
                 self.late_begins.append((len(self.model.marks), event, lease, transit))
             self.mark(lane, event, "late", title, since=executed)
         else:
-            self.mark(lane, event, "slow", _slow_reply(event, args, transit), since=executed)
+            title = _slow_reply(event, args, transit, door)
+            self.mark(lane, event, "slow", title, since=executed)
 
     def late_claim(self, event: dict[str, Any], sent: dict[str, Any], transit: float) -> str:
         args = sent.get("args") or []
@@ -271,7 +344,7 @@ class _Builder:
         self.executed.pop(key, None)
         leg = event.get("leg", "?")
         ran = "it ran" if leg == "reply" else "it never ran"
-        title = f"dropped {leg}: {event['op']} #{event['seq']} ({ran})"
+        title = f"dropped {leg}: {self.called(event)} ({ran})"
         self.mark(str(event["link"]), event, "drop", title)
 
     # -- passes -----------------------------------------------------------------------------------
@@ -290,6 +363,7 @@ class _Builder:
             takeover=bool(event.get("takeover")),
         )
         self.passes[found.owner] = found
+        self.latest[(found.drive, found.run)] = self.latest[(found.drive, None)] = found
         self.model.passes.append(found)
 
     def pass_of(self, event: dict[str, Any]) -> Pass | None:
@@ -362,32 +436,48 @@ class _Builder:
 
     # -- faults and the world ---------------------------------------------------------------------
 
+    def called(self, event: dict[str, Any], op: str = "op") -> str:
+        """A call an event names, by its operation and number: ``bank.pay #6``, or an invoke by
+        the door operation it ran, ``provider_cancel_sub (invoke #7)``."""
+        name, seq = str(event.get(op)), event.get("seq")
+        where = (str(event.get("drive") or event.get("link")), seq)
+        door = self.doors.get(where) if name == "invoke" else None  # type: ignore[arg-type]
+        return f"{door} (invoke #{seq})" if door else f"{name} #{seq}"
+
     def on_delay(self, event: dict[str, Any]) -> None:
-        ms = float(event.get("ms") or 0.0)
-        title = f"delay: {event['op']} #{event['seq']} {event['leg']} held {ms:.1f} ms"
+        held = float(event.get("ms") or 0.0)
+        title = f"delay: {self.called(event)} {event['leg']} held {held:.1f} ms"
         t = float(event["t"])
-        self.model.marks.append(Mark(str(event["drive"]), t + ms, "delay", title, since=t))
+        self.model.marks.append(Mark(str(event["drive"]), t + held, "delay", title, since=t))
 
     def on_pause(self, event: dict[str, Any]) -> None:
-        ms = float(event.get("ms") or 0.0)
+        stopped = float(event.get("ms") or 0.0)
         t = float(event["t"])
-        title = f"pause: the drive stopped {ms:.1f} ms ({_fields(event, 'where', 'nth')})"
-        self.model.marks.append(Mark(str(event["drive"]), t + ms, "pause", title, since=t))
+        title = f"pause: the drive stopped {stopped:.1f} ms ({_fields(event, 'where', 'nth')})"
+        self.model.marks.append(Mark(str(event["drive"]), t + stopped, "pause", title, since=t))
 
     def on_late_request(self, event: dict[str, Any]) -> None:
         # The drive gives up on the request at once; the wire still delivers it ``ms`` later,
         # unless the world ends first (see finish).
-        ms = float(event.get("ms") or 0.0)
+        later = float(event.get("ms") or 0.0)
         t = float(event["t"])
-        title = f"{_late_request(event)}; the wire delivered it {ms:.1f} ms later anyway"
+        event = {**event, "door": self.doors.get((str(event["drive"]), int(event["seq"])))}
+        title = f"{_late_request(event)}; the wire delivered it {later:.1f} ms later anyway"
         self.undelivered[(str(event["drive"]), int(event["seq"]))] = (len(self.model.marks), event)
-        self.model.marks.append(Mark(str(event["drive"]), t + ms, "late-request", title, since=t))
+        self.model.marks.append(
+            Mark(str(event["drive"]), t + later, "late-request", title, since=t)
+        )
+
+    def on_service_exec(self, event: dict[str, Any]) -> None:
+        # A request its caller gave up on has arrived: its late stretch ends here.
+        self.undelivered.pop((str(event["drive"]), int(event["seq"])), None)
+        self.calls.read(event)
 
     def on_late_arrival(self, event: dict[str, Any]) -> None:
         self.undelivered.pop((str(event["link"]), int(event["seq"])), None)
         title = (
-            f"an abandoned {event['op']} #{event['seq']} from {event['link']} reached "
-            f"{event['scope']} late, and ran there"
+            f"an abandoned {self.called(event)} from {event['link']} reached {event['scope']} "
+            "late, and ran there"
         )
         self.mark(str(event["scope"]), event, "late-arrival", title)
 
@@ -395,8 +485,8 @@ class _Builder:
         drive, t = str(event["drive"]), float(event["t"])
         down = float(event.get("down_ms") or 0.0)
         title = (
-            f"crash: {drive} killed{_after(event)} (working={event.get('working')}), "
-            f"down {down:.1f} ms"
+            f"crash: {drive} killed{_after(event, door=self.door_after(event))} "
+            f"(working={event.get('working')}), down {down:.1f} ms"
         )
         self.model.marks.append(Mark(drive, t, "crash", title))
         if down > 0:
@@ -409,10 +499,19 @@ class _Builder:
 
     def on_evict(self, event: dict[str, Any]) -> None:
         by = f" {event['drive']}'s" if "after" in event else ""
-        title = f"eviction of {event['scope']}{_after(event, by)} (actor live: {event.get('live')})"
+        after = _after(event, by, door=self.door_after(event))
+        title = f"eviction of {event['scope']}{after} (actor live: {event.get('live')})"
         self.mark(str(event["scope"]), event, "evict", title)
 
+    def door_after(self, event: dict[str, Any]) -> str | None:
+        """The door operation of the invoke a fault struck right after, if it was one."""
+        if event.get("after") != "invoke":
+            return None
+        return self.doors.get((str(event["drive"]), int(event.get("seq") or 0)))
+
     def on_hold(self, event: dict[str, Any]) -> None:
+        door = self.doors.get((str(event["drive"]), int(event["seq"])))
+        event = {**event, "door": door} if event.get("op") == "invoke" and door else event
         self.held[(str(event["drive"]), int(event["seq"]), str(event["leg"]))] = event
 
     def on_release(self, event: dict[str, Any]) -> None:
@@ -421,11 +520,12 @@ class _Builder:
             return
         t = float(event["t"])
         why = str(event.get("why"))
+        until = _UNTIL.get(str(held.get("until")), "did what it waited for")
         reason = (
-            f"released after {float(held.get('max_ms') or 0.0):.1f} ms, its longest: no other "
-            f"drive {_UNTIL.get(str(held.get('until')), 'did what it waited for')} before"
+            f"released at its max_ms, after {float(held.get('max_ms') or 0.0):.1f} ms, its "
+            f"longest: no other drive {until} before"
             if why == "max_ms"
-            else f"released because another drive {_UNTIL.get(why, why)}"
+            else released_words(event, short)
         )
         title = f"{_held(held)}; {reason} ({t - float(held['t']):.1f} ms held)"
         self.model.marks.append(
@@ -433,13 +533,17 @@ class _Builder:
         )
 
     def on_fence(self, event: dict[str, Any]) -> None:
+        op = event.get("op")
         if event.get("leg") == "request":
-            title = f"killed: its {event['op']} call never left it (the process is gone)"
+            title = f"killed: its {op} call never left it (the process is gone)"
         else:
+            where = f"at {str(op).split('.')[0]}" if is_service_op(op) else "in the scope"
             title = (
-                f"killed: the reply to its {event['op']} #{event.get('seq')} reached a process "
-                "that is gone (the call had run in the scope)"
+                f"killed: the reply to its {self.called(event)} reached a process that is gone "
+                f"(the call had run {where})"
             )
+            if is_service_op(op):
+                self.calls.read(event)
         self.mark(str(event["drive"]), event, "fence", title)
 
     def on_report(self, event: dict[str, Any]) -> None:
@@ -471,6 +575,11 @@ class _Builder:
     def on_note(self, event: dict[str, Any]) -> None:
         self.mark("", event, "note", str(event.get("text")))
 
+    def on_world_end(self, event: dict[str, Any]) -> None:
+        if event["ev"] == "world.closing":
+            self.closing_at = float(event["t"])
+        self.model.world_end = read_world_end(event, self.model.world_end)
+
     # -- after the last event ---------------------------------------------------------------------
 
     def finish(self) -> None:
@@ -488,10 +597,11 @@ class _Builder:
         # A late request due after the world ended never arrived: its stretch stops at the end,
         # and says so, rather than claim a delivery and stretch the axis out to it.
         for index, event in self.undelivered.values():
+            where = f"the service {str(event['op']).split('.')[0]}"
             title = (
                 f"{_late_request(event)}; the wire was to deliver it "
                 f"{float(event.get('ms') or 0.0):.1f} ms later, but the world ended first: it "
-                "never reached the scope"
+                f"never reached {where if is_service_op(event['op']) else 'the scope'}"
             )
             model.marks[index] = Mark(
                 str(event["drive"]), last, "late-request", title, since=float(event["t"])
@@ -506,6 +616,8 @@ class _Builder:
             model.marks[index] = attrs.evolve(
                 model.marks[index], title=_late_begin(event, lease, transit)
             )
+        self.calls.finish()
+        model.services, model.calls = self.calls.services, self.calls.calls
         for mark in model.marks:
             model.end = max(model.end, mark.t)
         self.stale_passes()
@@ -537,20 +649,25 @@ _UNTIL = {
 
 
 def _held(event: dict[str, Any]) -> str:
+    call = f"{event['op']} call {event.get('nth')} (#{event['seq']})"
+    if event.get("door"):
+        call = f"{event['door']} (invoke call {event.get('nth')}, #{event['seq']})"
     return (
-        f"held {event['leg']}: {event['op']} call {event.get('nth')} (#{event['seq']}) held "
-        f"until another drive {_UNTIL.get(str(event.get('until')), str(event.get('until')))}"
+        f"held {event['leg']}: {call} held until another drive "
+        f"{_UNTIL.get(str(event.get('until')), str(event.get('until')))}"
     )
 
 
-def _after(event: dict[str, Any], by: str = " its") -> str:
+def _after(event: dict[str, Any], by: str = " its", *, door: str | None = None) -> str:
     """Where a fault that strikes after a call struck (CrashAfter, EvictAfter)."""
     if "after" not in event:
         return ""
-    return (
-        f" right after{by} {event['after']} call {event.get('nth')} (#{event.get('seq')}) ran in "
-        "the scope, before its reply left"
-    )
+    op = event["after"]
+    call = f"{op} call {event.get('nth')} (#{event.get('seq')})"
+    if door:
+        call = f"{door} (invoke call {event.get('nth')}, #{event.get('seq')})"
+    where = f"at {str(op).split('.')[0]}" if is_service_op(op) else "in the scope"
+    return f" right after{by} {call} ran {where}, before its reply left"
 
 
 def _late_begin(event: dict[str, Any], lease: Lease, transit: float) -> str:
@@ -568,9 +685,12 @@ def _late_begin(event: dict[str, Any], lease: Lease, transit: float) -> str:
     )
 
 
-def _slow_reply(event: dict[str, Any], args: list[Any], transit: float) -> str:
+def _slow_reply(
+    event: dict[str, Any], args: list[Any], transit: float, door: str | None = None
+) -> str:
     op, seq = event["op"], event["seq"]
-    head = f"slow reply: {op} #{seq} took {transit:.1f} ms to come back"
+    called = f"{door} (invoke #{seq})" if door else f"{op} #{seq}"
+    head = f"slow reply: {called} took {transit:.1f} ms to come back"
     lease_at = {"begin_step": 3, "record_step": 7}.get(str(op))
     if lease_at is not None and len(args) > lease_at and isinstance(args[lease_at], int | float):
         left = float(args[lease_at]) - transit
@@ -582,6 +702,11 @@ def _slow_reply(event: dict[str, Any], args: list[Any], transit: float) -> str:
 
 
 def _late_request(event: dict[str, Any]) -> str:
+    if event.get("door"):
+        return (
+            f"late request: {event['drive']} gave up on {event['door']} (invoke call "
+            f"{event.get('nth')})"
+        )
     return f"late request: {event['drive']} gave up on {event['op']} #{event.get('nth')}"
 
 

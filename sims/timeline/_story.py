@@ -1,4 +1,9 @@
-"""The story of a world in words: one line per thing that mattered, in the order it happened."""
+"""The story of a world in words: one line per thing that mattered, in the order it happened.
+
+A line may say what became of something later (a service call's line says whether its caller ever
+learnt its answer): the story is told from the whole trace, read once into the timeline's model,
+so that it and the picture say the same.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,13 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .._numbers import ms, plural
+from .._trace import Trace
 from ..oracle._report import short
+from ._calls import call_sentence, is_service_op, kind_words, shorten_ids
+from ._holds import released_words
+from ._model import Effect, ServiceCall, Timeline
+from ._reader import build_timeline
+from ._world_end import closing_words, cut_words
 
 Teller = Callable[[dict[str, Any]], str | None]
 
@@ -80,12 +91,16 @@ def _exec(e: dict[str, Any]) -> str | None:
 
 
 def _call(e: dict[str, Any]) -> str:
-    """A call as a fault plan names it: the drive's nth call of an operation."""
-    return f"{e['op']} call {e['nth']}" if "nth" in e else f"{e['op']} #{e['seq']}"
+    """A call as a fault plan names it: the drive's nth call of an operation; an invoke named by
+    the door operation it ran, ``provider_cancel_sub (invoke call 3)``."""
+    called = f"{e['op']} call {e['nth']}" if "nth" in e else f"{e['op']} #{e['seq']}"
+    return f"{e['door']} ({called})" if e.get("door") else called
 
 
 def _drop(e: dict[str, Any]) -> str:
     what = "it did not run" if e["leg"] == "request" else "it had run"
+    if is_service_op(e["op"]):
+        what += f" at {str(e['op']).split('.')[0]}; its caller sees a timeout"
     return f"fault: the {e['leg']} of {_call(e)} was dropped ({what})"
 
 
@@ -107,41 +122,65 @@ def _hold(e: dict[str, Any]) -> str:
     )
 
 
-#: The same, done: why a held leg was let go.
-_DONE = {
-    "takeover": "took a run over",
-    "step": "recorded a step",
-    "effect": "wrote through the scope's door (an effect)",
-    "commit": "committed a pass",
-    "tick": "started a drive call",
-}
-
-
 def _release(e: dict[str, Any]) -> str:
-    if e["why"] == "max_ms":
-        why = "nothing it waited for happened in its longest hold"
-    else:
-        why = f"another drive {_DONE.get(e['why'], e['why'])}"
-    return f"the held {e['leg']} of {_call(e)} is let go: {why}"
+    return f"the held {e['leg']} of {_call(e)} is {released_words(e, short)}"
 
 
 def _after(e: dict[str, Any], whose: str) -> str:
     """Where a fault that strikes after a call struck (CrashAfter, EvictAfter)."""
     if "after" not in e:
         return ""
-    return (
-        f" right after {whose} {e['after']} call {e['nth']} ran in the scope, before its reply left"
-    )
+    called = f"{e['after']} call {e['nth']}"
+    if e.get("door"):
+        called = f"{e['door']} ({called})"
+    where = f"at {str(e['after']).split('.')[0]}" if is_service_op(e["after"]) else "in the scope"
+    return f" right after {whose} {called} ran {where}, before its reply left"
 
 
 def _late(e: dict[str, Any]) -> str:
     given_up = f"fault: the caller gives up on {_call(e)}; the wire "
+    service = is_service_op(e["op"])
+    doubt = (
+        " — its caller sees a timeout at once: an AMBIGUOUS outcome if it runs" if service else ""
+    )
     if e["arrives"]:
-        return f"{given_up}delivers it {ms(e['ms'])} ms later anyway"
+        return f"{given_up}delivers it {ms(e['ms'])} ms later anyway{doubt}"
     # Due after the world's end: said so, or the story would tell of a run that never happened.
+    where = str(e["op"]).split(".")[0] if service else "the scope"
     return (
         f"{given_up}was to deliver it {ms(e['ms'])} ms later, but the world ended first: it "
-        "never reached the scope"
+        f"never reached {where}"
+    )
+
+
+def _timed_out(e: dict[str, Any], call: ServiceCall | None) -> str:
+    """A caller's timeout ran out: what it cannot know, and what the trace knows."""
+    head = f"its {e['op']} for run {short(e['run'])} times out: it cannot know whether it ran"
+    if call is None:
+        return head
+    if call.ran and call.ran_at is not None:
+        when = "it had run" if call.ran_at <= float(e["t"]) else "it runs later"
+        return (
+            f"{head} ({when}, at {ms(call.ran_at)} ms: {kind_words(call)}) — an AMBIGUOUS outcome"
+        )
+    if call.kind == "refused":
+        return f"{head} (it was refused, so it did not run)"
+    return f"{head} (it never ran)"
+
+
+def _late_reply(e: dict[str, Any], call: ServiceCall | None) -> str:
+    what = f" ({kind_words(call)})" if call is not None else ""
+    return (
+        f"the reply to its {e['op']} for run {short(e['run'])}{what} arrives after it gave up: "
+        "it reaches no one — an AMBIGUOUS outcome"
+    )
+
+
+def _late_effect(effect: Effect) -> str:
+    late = shorten_ids(effect.late or "", short)
+    return (
+        f"a LATE EFFECT: the scope's record of {shorten_ids(effect.key, short)} is written at "
+        f"{ms(effect.t)} ms: {late}"
     )
 
 
@@ -186,39 +225,81 @@ _TELLERS: dict[str, Teller] = {
     "fault.evict": lambda e: f"fault: scope {e['scope']} evicted{_after(e, 'its')}",
     "rpc.drop": _drop,
     "rpc.exec": _exec,
+    "svc.drop": _drop,
+    "world.quiet": lambda e: "what was still running has stopped by itself: the world ends",
 }
+
+
+class _Teller:
+    """Tells the events that need the whole trace: a service call (what became of it), a late
+    effect, the world's end."""
+
+    def __init__(self, model: Timeline) -> None:
+        self.model = model
+        self.calls = {(call.drive, call.seq): call for call in model.calls}
+        self.late = {effect.call: effect for effect in model.effects if effect.late is not None}
+
+    def tell(self, event: dict[str, Any]) -> str | None:
+        name = event["ev"]
+        call = self.calls.get((event.get("drive"), event.get("seq")))  # type: ignore[arg-type]
+        if name == "svc.exec" and call is not None:
+            return call_sentence(call, short)
+        if name == "svc.timeout":
+            return _timed_out(event, call)
+        if name == "svc.late":
+            return _late_reply(event, call)
+        if name == "rpc.exec" and event.get("op") == "invoke":
+            effect = self.late.get((event.get("link"), event.get("seq")))  # type: ignore[arg-type]
+            return _late_effect(effect) if effect is not None else None
+        end = self.model.world_end
+        if name == "world.closing" and end is not None:
+            return closing_words(end, short)
+        if name == "world.cut" and end is not None:
+            return cut_words(end, short)
+        teller = _TELLERS.get(name)
+        return teller(event) if teller is not None else None
 
 
 def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterator[str]:
     """``t  who  what`` lines; after ``limit`` of them, one line saying how many were left out."""
     told = left = 0
     events = list(events)
+    teller = _Teller(build_timeline(Trace(events=events)))
     # A late request is told when its caller gives up on it; whether the wire delivered it before
-    # the world ended is known only from a later rpc.late, looked up here.
+    # the world ended is known only from a later rpc.late (svc.exec, for a service), looked up here.
     arrived = {(e.get("link"), e.get("seq")) for e in events if e["ev"] == "rpc.late"}
+    arrived |= {(call.drive, call.seq) for call in teller.calls.values() if call.ran_at is not None}
     # A drop the plan made is told once, by its fault.drop event, numbered as the plan numbers it.
     planned: set[tuple[Any, Any, Any]] = set()
     # A call a fault struck is named as the plan names it (the drive's nth call of the
     # operation) in every line about it, not by the link's own sequence number.
     nths: dict[tuple[Any, Any], int] = {}
+    # The door operation each invoke ran (its args' first element), by (link, seq).
+    doors: dict[tuple[Any, Any], str] = {}
     passes = _Passes()
     for event in events:
         name = event["ev"]
         event = passes.read(event)
+        where = (event.get("drive") or event.get("link"), event.get("seq"))
+        if name == "rpc.send" and event.get("op") == "invoke":
+            args = event.get("args") or []
+            if args and isinstance(args[0], str):
+                doors[where] = args[0]
         if name.startswith("fault.") and "nth" in event and "seq" in event:
             nths[(event["drive"], event["seq"])] = event["nth"]
-        elif name.startswith("rpc.") and "nth" not in event:
-            nth = nths.get((event.get("link"), event.get("seq")))
+        elif name.startswith(("rpc.", "svc.")) and "nth" not in event:
+            nth = nths.get(where)
             if nth is not None:
                 event = {**event, "nth": nth}
+        if "invoke" in (event.get("op"), event.get("after")) and where in doors:
+            event = {**event, "door": doors[where]}
         if name == "fault.late":
             event = {**event, "arrives": (event["drive"], event["seq"]) in arrived}
         if name == "fault.drop":
             planned.add((event["drive"], event["seq"], event["leg"]))
-        elif name == "rpc.drop" and (event.get("link"), event["seq"], event["leg"]) in planned:
+        elif name in ("rpc.drop", "svc.drop") and (*where, event["leg"]) in planned:
             continue
-        teller = _TELLERS.get(event["ev"])
-        text = teller(event) if teller is not None else None
+        text = teller.tell(event)
         if text is None:
             continue
         if told >= limit:
@@ -226,6 +307,7 @@ def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterat
             continue
         told += 1
         who = event.get("drive") or event.get("link") or ("world" if "scope" in event else "")
+        who = who or ("world" if name.startswith("world.") else "")
         yield f"{event['t']:>10.3f} ms  {who:<8} {text}"
     if left:
         # The flag that shows the rest is run's --story-lines (a test failure prints that run

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from ._model import MAX_RUN_ROWS, Timeline, runs_shown, visible_lanes
+from ._model import MAX_RUN_ROWS, Timeline, operations_shown, runs_shown, visible_lanes
 from ._scale import Scale, build_scale
 
 PALETTE = ("#3b6fd1", "#d9822b", "#2e9e6a", "#8e5bc4", "#c2407e", "#2a9fb5", "#8a7a2a", "#6b6b6b")
@@ -184,7 +184,7 @@ class Row:
     """One drawn row: its lane key, what it shows, and its vertical place."""
 
     lane: str
-    kind: str  # "strip" | "pass" | "run"
+    kind: str  # "strip" | "pass" | "run" | "operation"
     index: int
     y: float
     height: float
@@ -219,7 +219,7 @@ def pack_passes(model: Timeline) -> None:
 
 def build_layout(model: Timeline, top: float) -> Layout:
     layout = Layout()
-    drives, scopes = visible_lanes(model)
+    drives, scopes, services = visible_lanes(model)
     rows_per_drive: dict[str, int] = {}
     for found in model.passes:
         rows_per_drive[found.drive] = max(rows_per_drive.get(found.drive, 1), found.row + 1)
@@ -245,6 +245,22 @@ def build_layout(model: Timeline, top: float) -> Layout:
         if hidden > 0:
             model.notes.append(f"{scope}: {hidden} more runs not drawn (at most {MAX_RUN_ROWS})")
         layout.lanes.append(("scope", scope, start, y - start))
+        y += LANE_GAP
+    for service in services:
+        start = y
+        # The strip holds the lane's name, above its operations' names.
+        layout.rows[("service", service, -1)] = Row(service, "strip", -1, y, STRIP)
+        y += STRIP
+        operations = operations_shown(model, service)
+        for index, op in enumerate(operations):
+            layout.rows[("service", service, index)] = Row(op, "operation", index, y, RUN_ROW)
+            y += RUN_ROW
+        hidden = len(model.services[service]) - len(operations)
+        if hidden > 0:
+            model.notes.append(
+                f"service {service}: {hidden} more operations not drawn (at most {MAX_RUN_ROWS})"
+            )
+        layout.lanes.append(("service", service, start, y - start))
         y += LANE_GAP
     layout.height = y
     return layout
@@ -275,6 +291,10 @@ class Sheet:
         self.layout = build_layout(model, self.top + 8)
         self.run_rows = {
             (row.lane, key[1]): row for key, row in self.layout.rows.items() if row.kind == "run"
+        }
+        #: A service lane's rows, by operation ("bank.pay").
+        self.operation_rows = {
+            row.lane: row for row in self.layout.rows.values() if row.kind == "operation"
         }
 
     def plot_top(self) -> float:

@@ -1,19 +1,26 @@
-"""The timeline as a few lines of text: an axis, one line per drive and per (scope, run) row."""
+"""The timeline as a few lines of text: an axis, one line per drive, per (scope, run) row and per
+service operation, and a line for the world's end."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from .._trace import Trace
+from ._calls import call_sentence, shorten_ids
 from ._model import (
     MAX_OVERLAP_LABELS,
     Timeline,
+    operations_shown,
     runs_shown,
     short,
     visible_lanes,
 )
 from ._reader import build_timeline
 from ._scale import build_scale, fmt_ms, ticks
+from ._world_end import closing_words
+
+#: Sentences about single calls and effects (ambiguous, late) the notes give at most.
+MAX_CALL_NOTES = 8
 
 _TEXT_LEGEND = (
     (
@@ -31,6 +38,7 @@ _TEXT_LEGEND = (
         "L late reply",
         "> request given up on, delivered late",
         "D dropped leg",
+        "? saw a timeout of a call that ran",
         ". tick",
     ),
     (
@@ -42,8 +50,30 @@ _TEXT_LEGEND = (
         "2 duplicate effect",
         "E eviction",
         "v abandoned request runs late",
+        "! late effect (noted)",
     ),
     ("axis:", "/ idle gap cut out", "X (double run line) two handlers of one run at once"),
+)
+
+#: The legend of a service's rows (one per operation), shown when the world called a service.
+_SERVICE_LEGEND = (
+    "services:",
+    "A,B,.. effect by that drive",
+    "a,b,.. read by it",
+    "= repeat an idempotency key answered",
+    "x refused",
+    "- request lost, never ran",
+    "? ambiguous: it ran, its caller saw a timeout (noted)",
+    "! late effect (noted)",
+)
+
+#: The legend of the world's end line.
+_END_LEGEND = (
+    "world end:",
+    "R the scenario returned",
+    ". still running",
+    "Q all stopped by themselves",
+    "C cut after the grace",
 )
 
 
@@ -84,6 +114,7 @@ _MARK_CHARS = {
     "late": ("L", 7),
     "tick": (".", 1),
     "skip": ("_", 2),
+    "ambiguous": ("?", 8),
 }
 
 
@@ -116,7 +147,7 @@ class _Text:
 
     def render(self) -> list[str]:
         model = self.model
-        drives, scopes = visible_lanes(model)
+        drives, scopes, services = visible_lanes(model)
         head = (
             f"timeline {fmt_ms(model.start)}–{fmt_ms(model.end)} ms, {model.events} events, "
             f"drives: {len(model.drives)}, scopes: {len(model.scopes)}, "
@@ -129,9 +160,19 @@ class _Text:
             for run in runs:
                 label = f"{scope} {short(run)}" if len(runs) > 1 else scope
                 lines.append(self.line(label, self.run_row(scope, run)))
+        for service in services:
+            for op in operations_shown(model, service):
+                lines.append(self.line(op, self.operation_row(op)))
         lines.append(self.line("double run", self.overlap_row()))
+        if model.world_end is not None:
+            lines.append(self.line("world end", self.end_row()))
         letters = [f"{letter}={drive}" for drive, letter in self.letters.items()]
-        for items in (*_TEXT_LEGEND, ("drive letters:", *letters) if letters else ()):
+        legend = [*_TEXT_LEGEND]
+        if model.calls:
+            legend.append(_SERVICE_LEGEND)
+        if model.world_end is not None:
+            legend.append(_END_LEGEND)
+        for items in (*legend, ("drive letters:", *letters) if letters else ()):
             lines += _pack(items, self.width)
         for note in self.notes():
             lines += _pack(f"note: {note}".split(" "), self.width, sep=" ")
@@ -207,11 +248,49 @@ class _Text:
                 canvas.put(
                     self.col(effect.t), "2" if effect.copy > 1 else "*", 7 if effect.copy > 1 else 5
                 )
+                if effect.late is not None:
+                    canvas.put(self.col(effect.t), "!", 9)
         for mark in self.model.marks:
             if mark.lane == scope and mark.kind == "evict":
                 canvas.put(self.col(mark.t), "E", 8)
             elif mark.lane == scope and mark.kind == "late-arrival":
                 canvas.put(self.col(mark.t), "v", 8)
+        return canvas.text()
+
+    def operation_row(self, op: str) -> str:
+        """A service operation's calls, each where it ran, in its caller's letter."""
+        canvas = _Canvas(self.cols)
+        for call in self.model.calls:
+            if call.op != op:
+                continue
+            if call.ambiguous:
+                ends = [t for t in (call.ran_at, call.doubted_at, call.late_at) if t is not None]
+                canvas.span(self.col(min(ends)), self.col(max(ends)), "?", 2)
+            letter = self.letters.get(call.drive, "?")
+            if call.kind == "effect":
+                char, rank = letter.upper(), 6
+            elif call.kind in ("read", "repeat"):
+                char, rank = (letter.lower(), 4) if call.kind == "read" else ("=", 4)
+            elif call.kind == "refused":
+                char, rank = "x", 5
+            else:
+                char, rank = "-", 3
+            at = next(t for t in (call.ran_at, call.dropped_at, call.sent_at) if t is not None)
+            canvas.put(self.col(at), "!" if call.late_effect is not None else char, rank + 3)
+        return canvas.text()
+
+    def end_row(self) -> str:
+        """Where the scenario returned, and where what still ran stopped or was cut."""
+        end = self.model.world_end
+        canvas = _Canvas(self.cols)
+        if end is None:
+            return canvas.text()
+        start = self.col(end.closing_at)
+        if end.ended_at is not None and end.how is not None:
+            stop = self.col(end.ended_at)
+            canvas.span(start, stop, ".", 1)
+            canvas.put(stop, "Q" if end.how == "quiet" else "C", 5)
+        canvas.put(start, "R", 6)
         return canvas.text()
 
     def overlap_row(self) -> str:
@@ -237,9 +316,30 @@ class _Text:
                     f"its lease of {short(found.run)} was taken over at "
                     f"{fmt_ms(found.stale_since)} ms"
                 )
+        notes += self.call_notes()
+        if self.model.world_end is not None:
+            notes.append(f"world end: {closing_words(self.model.world_end, short)}")
         if self.scale.cuts:
             notes.append(f"{len(self.scale.cuts)} idle gaps cut from the axis ('/')")
         return [note.replace("\u2009", "") for note in notes]
+
+    def call_notes(self) -> list[str]:
+        """The calls and effects the rows mark but cannot say: ambiguous ones, late ones."""
+        told = [
+            f"{'ambiguous' if call.ambiguous else 'late effect'}: {call_sentence(call, short)}"
+            for call in self.model.calls
+            if call.ambiguous or call.late_effect is not None
+        ]
+        told += [
+            f"late effect: {shorten_ids(effect.key, short)} at {fmt_ms(effect.t)} ms in scope "
+            f"{effect.scope}: {shorten_ids(effect.late, short)}"
+            for effect in self.model.effects
+            if effect.late is not None
+        ]
+        if len(told) > MAX_CALL_NOTES:
+            hidden = len(told) - MAX_CALL_NOTES
+            told = [*told[:MAX_CALL_NOTES], f"{hidden} more ambiguous calls or late effects"]
+        return told
 
 
 def render_terminal(trace: Trace, *, width: int = 100) -> str:

@@ -97,9 +97,11 @@ def test_text_has_one_line_per_lane_and_marks_the_double_run() -> None:
     lines = text.splitlines()
     lanes = [line for line in lines if re.match(r"^\S[^|]*\|.*\|$", line)]
     labels = [line.split("|")[0].strip() for line in lanes]
-    assert labels == ["virtual ms", "cron", "alarm", "scope-1", "double run"]
+    assert labels == ["virtual ms", "cron", "alarm", "scope-1", "double run", "world end"]
     assert all(len(line) <= 100 for line in lines)
-    assert "X" in lanes[-1].split("|")[1]
+    assert "X" in lanes[-2].split("|")[1]
+    # The world's end: where the scenario returned, nothing still running after it.
+    assert lanes[-1].split("|")[1].strip() == "R"
     assert f"note: double run: {short(_run_id(outcome))} by alarm and cron" in text
     # Both owners' BEGINs on the store's row for the run, each in its drive's letter.
     assert "A" in lanes[3]

@@ -221,14 +221,17 @@ def test_a_held_leg_is_drawn_like_a_delay_and_says_why_it_was_let_go() -> None:
         "fault: the reply of begin call 1 is held until another drive writes through the "
         "scope's door (an effect) (at most 60 000 ms)"
     ) in story.replace("60000", "60 000")
+    # What released it is named: the drive, and the effect it wrote.
+    run = _world("held-until-effect").outcome.runs["scope-1"][0].id
     assert (
-        "the held reply of begin call 1 is let go: another drive wrote through the scope's door"
+        "the held reply of begin call 1 is released when alarm wrote the scope's record of "
+        f"{_story_id(run)}/0 (an effect)"
     ) in story
     delays = [e for e in _drawn("held-until-effect") if e.get("data-k") == "delay"]
     titles = [title for e in delays for title in _titles(e)]
     assert any(
         title.startswith("held reply: begin call 1")
-        and "released because another drive wrote through the scope's door" in title
+        and f"released when alarm wrote the scope's record of {short(run)}/0 (an effect)" in title
         for title in titles
     )
 
