@@ -22,6 +22,7 @@ import builtins
 import math
 import os
 import sqlite3
+import sys
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Final
@@ -36,6 +37,7 @@ from driver import (
     JOB_LEASE_EXPIRED_NOTE,
     JOB_LEASE_MAX_MS,
     JOB_PAYLOAD_MAX_BYTES,
+    JOB_RUN_LIST_MAX,
     JOB_RUN_STATUSES,
     JOB_STEP_RESULT_MAX_BYTES,
     JobDueKey,
@@ -56,7 +58,14 @@ from driver import (
 from driver._json import json_text_problem, surrogate_message
 from driver._limits import size_problem, time_ahead_problem
 
-from ._dump import JobRunDump, JobStepDumpRow, export_rows, import_rows, validate_dump
+from ._dump import (
+    SQLITE_INT_MAX,
+    JobRunDump,
+    JobStepDumpRow,
+    export_rows,
+    import_rows,
+    validate_dump,
+)
 from ._erasure import shred_subject_rows
 from ._errors import ScopeFileGone
 from ._operations import ModuleOperation, merge_operations
@@ -87,6 +96,8 @@ _LEDGER_DROP_SQL: Final = f"DELETE FROM {STEPS_TABLE} WHERE run_id = ?"
 _FILTER_COLUMNS: Final = ("module_id", "job", "instance", "status")
 _ISO_EXAMPLE: Final = "'2026-10-04T12:00:00.000Z'"
 _STATUS_CHOICES: Final = ", ".join(repr(status) for status in JOB_RUN_STATUSES)
+#: The largest int every float-reading step takes (a limit is clamped as a number).
+_FLOAT_INT_MAX: Final = int(sys.float_info.max)
 
 
 # -- input checks: each raises before any transaction opens ---------------------------------------
@@ -188,9 +199,64 @@ def _check_patch_owner(owner: object) -> None:
         _check_owner(owner)
 
 
+def _shown(value: object) -> str:
+    """``value`` as a refusal names it: its repr, but an int too long to read (or past Python's
+    own limit on printing one) by its length."""
+    if type(value) is not int or -(10**30) < value < 10**30:
+        return repr(value)
+    try:
+        return f"an int of {len(str(abs(value)))} digits"
+    except ValueError:  # past sys.get_int_max_str_digits()
+        return "an int of thousands of digits"
+
+
 def _check_whole(value: object, path: str, *, minimum: int, remedy: str) -> None:
     if type(value) is not int or value < minimum:
-        raise ValidationFailed.at(path, f"is {value!r}; {remedy}")
+        raise ValidationFailed.at(path, f"is {_shown(value)}; {remedy}")
+    if value > SQLITE_INT_MAX:
+        # Bound as it is, it would fail as a raw OverflowError inside the transaction.
+        raise ValidationFailed.at(
+            path,
+            f"is {_shown(value)}, more than {SQLITE_INT_MAX}, the largest integer SQLite holds; "
+            f"{remedy}",
+        )
+
+
+_ATTEMPTS_REMEDY: Final = "attempts counts consecutive failed passes, a whole number of 0 or more"
+
+
+def _check_start_row(row: JobRunRow, now_ms: int) -> None:
+    """What a live run inserted by ``start_or_join`` may hold besides its text: counts SQLite
+    holds, no ``ended_at`` (it has not ended), and no lease longer than any claim writes."""
+    _check_whole(row.attempts, "row.attempts", minimum=0, remedy=_ATTEMPTS_REMEDY)
+    if row.admission_misses is not None:
+        _check_whole(
+            row.admission_misses,
+            "row.admission_misses",
+            minimum=0,
+            remedy="admission_misses counts consecutive claims that did not begin, a whole "
+            "number of 0 or more, or None for none",
+        )
+    if row.ended_at is not None:
+        raise ValidationFailed.at(
+            "row.ended_at",
+            f"is {_shown(row.ended_at)}; start_or_join inserts a live run, which has not ended "
+            "— leave ended_at None",
+        )
+    _check_written_time(row.started_at, "row.started_at", now_ms, nullable=False)
+    _check_written_time(row.updated_at, "row.updated_at", now_ms, nullable=False)
+    _check_written_time(row.next_attempt_at, "row.next_attempt_at", now_ms, nullable=True)
+    _check_written_time(row.lease_began_at, "row.lease_began_at", now_ms, nullable=True)
+    # A leased row's next_attempt_at is its lease's expiry, held to the longest lease a claim
+    # writes, as an import holds a restored lease (see ``_dump``).
+    expiry = row.next_attempt_at if row.lease_owner is not None else None
+    if expiry is not None and parse_iso_ms(expiry) - now_ms > JOB_LEASE_MAX_MS:
+        raise ValidationFailed.at(
+            "row.next_attempt_at",
+            f"is {expiry!r}, a lease ending more than {JOB_LEASE_MAX_MS} ms (a year, the longest "
+            "lease) past the store's now; no claim writes that lease — write an expiry within a "
+            "year of now, or leave lease_owner None",
+        )
 
 
 def _check_lease_ms(lease_ms: object) -> None:
@@ -411,9 +477,7 @@ class ScopeDatabase:
             _check_json(getattr(row, column), f"row.{column}")
         for column, cap, what in _RUN_CAPS:
             _check_size(getattr(row, column), cap, f"row.{column}", what)
-        _check_written_time(row.started_at, "row.started_at", now_ms, nullable=False)
-        _check_written_time(row.updated_at, "row.updated_at", now_ms, nullable=False)
-        _check_written_time(row.next_attempt_at, "row.next_attempt_at", now_ms, nullable=True)
+        _check_start_row(row, now_ms)
         with self._tx:
             live = self._conn.execute(
                 JOB_RUN_LIVE_SQL, (key.module_id, key.job, key.instance)
@@ -467,12 +531,19 @@ class ScopeDatabase:
         if (
             not isinstance(margin_ms, int | float)
             or isinstance(margin_ms, bool)
-            or not math.isfinite(margin_ms)
-            or margin_ms < 0
+            or not 0 <= margin_ms < math.inf  # NaN too; an int of any size compares exactly
         ):
             raise ValidationFailed.at(
                 "margin_ms",
-                f"is {margin_ms!r}; the BEGIN margin is a finite number of milliseconds, 0 or more",
+                f"is {_shown(margin_ms)}; the BEGIN margin is a finite number of milliseconds, "
+                "0 or more",
+            )
+        if margin_ms > JOB_LEASE_MAX_MS:
+            # No lease outlasts it, and now + margin would be no time the store can write.
+            raise ValidationFailed.at(
+                "margin_ms",
+                f"is {_shown(margin_ms)}; the BEGIN margin is at most {JOB_LEASE_MAX_MS} ms (a "
+                "year, the longest lease), as no lease could run longer past now",
             )
         threshold = iso_from_ms(now_ms + math.floor(margin_ms))
         with self._tx:
@@ -664,6 +735,15 @@ class ScopeDatabase:
         if filter.limit is not None and not isinstance(filter.limit, int | float):
             raise ValidationFailed.at(
                 "filter.limit", f"is {filter.limit!r}; a limit is a number, or None for the default"
+            )
+        limit: object = filter.limit
+        if type(limit) is int and abs(limit) > _FLOAT_INT_MAX:
+            # Past every float, it is no number a JavaScript caller could pass (the clamp
+            # would raise OverflowError reading it as one).
+            raise ValidationFailed.at(
+                "filter.limit",
+                f"is {_shown(limit)}, past any number JSON carries; pass a limit of up to "
+                f"{JOB_RUN_LIST_MAX} rows, or None for the default",
             )
         clauses: builtins.list[str] = []
         params: builtins.list[object] = []

@@ -199,11 +199,18 @@ def _json_problem(value: object, *, nullable: bool) -> str | None:
     return problem
 
 
+#: The largest integer a SQLite column holds (a signed 64-bit int): a count past it would fail
+#: as a raw ``OverflowError`` when bound, inside the transaction, instead of being refused.
+SQLITE_INT_MAX: Final = 2**63 - 1
+
+
 def _count_problem(value: object, *, nullable: bool) -> str | None:
     if value is None and nullable:
         return None
     if type(value) is not int or value < 0:
         return "is not a whole number of 0 or more" + (" or NULL" if nullable else "")
+    if value > SQLITE_INT_MAX:
+        return f"is more than {SQLITE_INT_MAX}, the largest integer SQLite holds"
     return None
 
 
@@ -350,14 +357,14 @@ def validate_dump(dump: Any, *, now: str | None = None) -> None:
     table order), else return.
 
     A run row: every column of its declared type (ids and names non-empty text; payload, counters
-    and cursor text, whether or not it parses; status one of running, done, failed; counts whole
-    and not negative; times in the one ISO spelling, which also keeps them before the year
-    10000); no text holding a lone surrogate; a running run has no ``ended_at`` and, when leased,
-    a lease expiry (``next_attempt_at``); a finished run has an ``ended_at`` and no lease; a
-    ``lease_began_at`` only with a ``lease_owner``. Ids are unique, and at most one run per
+    and cursor text, whether or not it parses; status one of running, done, failed; counts whole,
+    not negative and within SQLite's integers; times in the one ISO spelling, which also keeps them
+    before the year 10000); no text holding a lone surrogate; a running run has no ``ended_at`` and,
+    when leased, a lease expiry (``next_attempt_at``); a finished run has an ``ended_at`` and no
+    lease; a ``lease_began_at`` only with a ``lease_owner``. Ids are unique, and at most one run per
     ``(module_id, job, instance)`` is running. A step row: columns of their types, its ``run_id``
-    one of the dump's runs, ``(run_id, step)`` unique. Every text within its cap under the row
-    limit (``driver._limits``). Given the importing store's ``now``, every time at most
+    one of the dump's runs, ``(run_id, step)`` unique. Every text within its cap under the row limit
+    (``driver._limits``). Given the importing store's ``now``, every time at most
     ``JOB_TIME_AHEAD_MAX_MS`` past it, and a lease ending at most ``JOB_LEASE_MAX_MS`` past it.
     """
     now_ms = None if now is None else parse_iso_ms(now)
