@@ -72,25 +72,25 @@ HORIZON_MS = 300_000
 
 
 def charge(state: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
-    state.setdefault("charges", {})[args["key"]] = {
-        "order": args["order"],
-        "cents": args["cents"],
-        "refunded": False,
-    }
-    return {"charge": args["key"]}
+    # Every call is a new charge: only the idempotency key (below) makes a repeat charge nothing.
+    charges = state.setdefault("charges", [])
+    made = {"id": f"ch-{len(charges) + 1}", "key": args["key"], "order": args["order"]}
+    charges.append({**made, "cents": args["cents"], "refunded": False})
+    return made
+
+
+def find(state: dict[str, Any], args: dict[str, Any]) -> dict[str, Any] | None:
+    # A read: it changes nothing (no setdefault here), so it is never an effect.
+    charges: list[dict[str, Any]] = state.get("charges", [])
+    return next((c for c in charges if c["key"] == args["key"]), None)
 
 
 def refund(state: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
-    found = state.get("charges", {}).get(args["key"])  # not setdefault: a look changes nothing
+    found = find(state, args)
     if found is None or found["refunded"]:
         return {"refunded": False}
     found["refunded"] = True
     return {"refunded": True}
-
-
-def find(state: dict[str, Any], args: dict[str, Any]) -> dict[str, Any] | None:
-    found: dict[str, Any] | None = state.get("charges", {}).get(args["key"])
-    return found
 
 
 def transfer(state: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:

@@ -457,19 +457,88 @@ def test_every_python_block_of_the_simulating_page_runs_as_written(
     assert report[start : start + len(quoted.splitlines())] == quoted.splitlines()
 
 
+async def _paying(ctx: sims.JobPassContext) -> sims.JobPassResult:
+    """A handler that pays in a step (with a timeout, an idempotency key, and a log call in a
+    ``finally:`` that a kill fences), for the trace-format test's worlds with a service."""
+
+    async def body() -> str:
+        try:
+            await sims.call_service(ctx, "bank", "pay", {"order": "o-1"}, timeout_ms=2_000)
+        except sims.ServiceError:
+            pass
+        finally:
+            await sims.call_service(ctx, "bank", "log", {"order": "log"})
+        return "paid"
+
+    await ctx.step("pay", body)
+    return sims.JobPassResult(done=True)
+
+
+def _count(state: dict[str, int], args: dict[str, Any]) -> int:
+    state[args["order"]] = state.get(args["order"], 0) + 1
+    return state[args["order"]]
+
+
+def service_worlds() -> list[sims.WorldOutcome]:
+    """Worlds with a service, under plans that make each of its events happen: a reply past the
+    caller's timeout, a lost reply, a request given up and delivered late, a crash right after a
+    call (its ``finally:`` fenced), a hold released by another drive's effect, an outage, and a
+    call still on the wire when the world's grace runs out."""
+    bank = sims.Service(
+        "bank",
+        operations={"pay": sims.Operation(_count, idempotency_key="order"), "log": _count},
+        latency_ms=5.0,
+    )
+
+    def outcome(fault: sims.Fault, grace_ms: float = 60_000.0) -> sims.WorldOutcome:
+        async def drive(world: sims.World) -> None:
+            world.add_drive(sims.DriveSpec(name="cron"))
+            world.add_drive(sims.DriveSpec(name="alarm"))
+            world.add_job("shop", "pay", _paying)
+            world.every("cron", "s", every_ms=1_000, first_ms=0, until_ms=20_000)
+            world.every("alarm", "s", every_ms=1_000, first_ms=500, until_ms=20_000)
+            await world.start("cron", "s", "shop", "pay")
+            await world.settle(("s",), horizon_ms=20_000, poll_ms=500)
+
+        plan = sims.FaultPlan((fault,))
+        setup = sims.WorldSetup(scopes=("s",), services=(bank,), plan=plan, grace_ms=grace_ms)
+        return sims.run_world(1, setup, drive)
+
+    pay, log = "bank.pay", "bank.log"
+    return [
+        outcome(sims.DelayLeg(drive="cron", operation=pay, nth=1, leg="reply", ms=3_000.0)),
+        outcome(sims.DropLeg(drive="cron", operation=pay, nth=1, leg="reply")),
+        outcome(sims.LateRequest(drive="cron", operation=pay, nth=1, ms=1_000.0)),
+        outcome(sims.CrashAfter(drive="cron", operation=pay, nth=1)),
+        outcome(sims.HoldLeg(drive="cron", operation=log, nth=1, leg="reply", until="effect")),
+        outcome(sims.ServiceOutage(service="bank", from_ms=0.0, to_ms=500.0)),
+        outcome(
+            sims.DelayLeg(drive="cron", operation=log, nth=1, leg="request", ms=30_000.0),
+            grace_ms=100.0,
+        ),
+    ]
+
+
 def test_the_trace_format_lists_every_event_a_world_writes() -> None:
-    # Worlds that drop legs, deliver requests late and leave faults unfired, so that every event
-    # kind is written; a fault's and the world's own events are checked field by field too (a
-    # world.note carries any fields its writer gives).
+    # Worlds that drop legs, deliver requests late and leave faults unfired, and worlds with a
+    # service whose calls time out, come late, are lost, refused, fenced and cut, so that every
+    # event kind is written; a fault's, a service call's and the world's own events are checked
+    # field by field too (a world.note carries any fields its writer gives).
     page = (ROOT / "docs" / "trace-format.md").read_text(encoding="utf-8")
     drop = sims.DropLeg(drive="cron", operation="claim", nth=1, leg="request")
     simulations = [sims.simulate("random", seed) for seed in range(12)]
     simulations.append(sims.simulate("late-begin", 1, plan=sims.FaultPlan((drop,))))
+    traces = [simulation.outcome.trace for simulation in simulations]
+    traces += [outcome.trace for outcome in service_worlds()]
     fields: dict[str, set[str]] = {}
-    for simulation in simulations:
-        for event in simulation.outcome.trace.events:
+    for trace in traces:
+        for event in trace.events:
             fields.setdefault(event["ev"], set()).update(set(event) - {"t", "ev"})
     assert {"fault.drop", "world.unfired", "fault.late", "rpc.late"} <= set(fields)
+    services = {"svc.timeout", "svc.late", "svc.drop", "svc.abandon", "world.cut", "world.quiet"}
+    assert services <= set(fields)
+    assert {"refused", "repeat"} <= fields["svc.exec"]
+    assert {"by", "by_op"} <= fields["fault.release"]
     rows = {
         name: line
         for line in page.splitlines()
@@ -477,7 +546,10 @@ def test_the_trace_format_lists_every_event_a_world_writes() -> None:
         for name in re.findall(r"`([a-z]+(?:\.[a-z]+)+)`", line.split("|")[1])
     }
     assert sorted(set(fields) - set(rows)) == []
+    # The fields every service call's event carries are named once, above the section's table.
+    common = page.partition("## Services")[2].partition("| event |")[0]
     for name, keys in sorted(fields.items()):
-        if name.startswith(("fault.", "world.")) and name != "world.note":
-            missing = sorted(key for key in keys if f"`{key}`" not in rows[name].split("|")[2])
+        if name.startswith(("fault.", "world.", "svc.")) and name != "world.note":
+            documented = rows[name].split("|")[2] + (common if name.startswith("svc.") else "")
+            missing = sorted(key for key in keys if f"`{key}`" not in documented)
             assert missing == [], f"{name} writes {missing}, which trace-format.md does not list"
