@@ -48,6 +48,8 @@ KIND_LABELS = {
 
 def kind_words(call: ServiceCall) -> str:
     """What the call was at the service, in a sentence's words."""
+    if call.kind == "effect" and call.copy > 1:
+        return f"an effect, copy {call.copy} of {call.op} for this run: the same work landed again"
     if call.kind == "effect":
         return "an effect"
     if call.kind == "read":
@@ -134,6 +136,8 @@ def call_sentence(call: ServiceCall, short: Shorten) -> str:
 def call_label(call: ServiceCall, short: Shorten) -> str:
     """The call's label on the page: its operation, its caller and what it was."""
     what = KIND_LABELS.get(call.kind, str(call.kind))
+    if call.copy > 1:
+        what += f" (copy {call.copy})"
     if call.ambiguous:
         what += ", ambiguous"
     if call.late_effect is not None:
@@ -157,6 +161,8 @@ class CallReader:
     services: dict[str, list[str]] = attrs.field(factory=dict)
     calls: list[ServiceCall] = attrs.field(factory=list)
     by_seq: dict[tuple[str, int], ServiceCall] = attrs.field(factory=dict)
+    #: How many times each ``RUN/SERVICE.OPERATION`` took effect so far.
+    landed: dict[str, int] = attrs.field(factory=dict)
 
     def read(self, event: dict[str, Any]) -> None:
         name = event["ev"]
@@ -215,6 +221,8 @@ class CallReader:
         else:
             call.kind = "effect" if event.get("effect") is True else "read"
         if call.kind == "effect":
+            key = f"{call.run}/{call.op}"  # as ``sims._trace.service_effect`` keys it
+            call.copy = self.landed[key] = self.landed.get(key, 0) + 1
             call.late_effect = self.late(call.owner, call.run, t)
 
     def finish(self) -> None:

@@ -13,7 +13,7 @@ from ._calls import is_service_op, shorten_ids
 DONE = {
     "takeover": "took a run over",
     "step": "recorded a step",
-    "effect": "wrote through the scope's door (an effect)",
+    "effect": "made an effect (through the scope's door, or at a service)",
     "commit": "committed a pass",
     "tick": "started a drive call",
 }

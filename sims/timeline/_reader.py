@@ -606,6 +606,12 @@ class _Builder:
             model.marks[index] = Mark(
                 str(event["drive"]), last, "late-request", title, since=float(event["t"])
             )
+        # So does a delay or a pause the world ended (or cut) before it was over.
+        for index, mark in enumerate(model.marks):
+            if mark.kind in ("delay", "pause") and mark.since is not None and mark.t > last:
+                left = mark.t - last
+                title = f"{mark.title}; the world ended first, {left:.1f} ms before it was over"
+                model.marks[index] = attrs.evolve(mark, t=max(last, mark.since), title=title)
         for held in self.held.values():
             title = f"{_held(held)}; never released: the world ended first"
             model.marks.append(
@@ -642,7 +648,7 @@ class _Builder:
 _UNTIL = {
     "takeover": "took a run over",
     "step": "recorded a step",
-    "effect": "wrote through the scope's door (an effect)",
+    "effect": "made an effect (through the scope's door, or at a service)",
     "commit": "committed a pass",
     "tick": "started a drive call",
 }

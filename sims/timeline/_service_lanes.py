@@ -32,6 +32,8 @@ def _need(label: str) -> float:
 
 def glyph_kind(call: ServiceCall) -> str:
     """The legend kind of the glyph a call is drawn with."""
+    if call.copy > 1:
+        return "duplicate"  # the same effect landed again, as on a scope's row
     return f"svc-{call.kind}" if call.kind is not None else "svc-lost"
 
 
@@ -124,6 +126,11 @@ class ServiceLanes(Sheet):
             glyph = element(
                 "rect", title=title, x=x - 3.5, y=mid - 3.5, width=7, height=7, fill="#ffffff",
                 stroke=color, stroke_width=1.5,
+            )  # fmt: skip
+        elif kind == "duplicate":
+            glyph = element(
+                "circle", title=title, cx=x, cy=mid, r=5, fill=REFUSAL, stroke=color,
+                stroke_width=1.5,
             )  # fmt: skip
         elif kind == "svc-refused":
             glyph = cross(x, mid, 4, REFUSAL, title)

@@ -108,7 +108,7 @@ def _drop(e: dict[str, Any]) -> str:
 _UNTIL = {
     "takeover": "takes a run over",
     "step": "records a step",
-    "effect": "writes through the scope's door (an effect)",
+    "effect": "makes an effect (through the scope's door, or at a service)",
     "commit": "commits a pass",
     "tick": "starts a drive call",
 }

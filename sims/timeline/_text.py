@@ -59,6 +59,7 @@ _TEXT_LEGEND = (
 _SERVICE_LEGEND = (
     "services:",
     "A,B,.. effect by that drive",
+    "2 the same effect again",
     "a,b,.. read by it",
     "= repeat an idempotency key answered",
     "x refused",
@@ -265,10 +266,12 @@ class _Text:
                 continue
             if call.ambiguous:
                 ends = [t for t in (call.ran_at, call.doubted_at, call.late_at) if t is not None]
-                canvas.span(self.col(min(ends)), self.col(max(ends)), "?", 2)
+                # At least one column after the call's own, where the doubt is seen.
+                last = max(self.col(max(ends)), self.col(min(ends)) + 1)
+                canvas.span(self.col(min(ends)), last, "?", 2)
             letter = self.letters.get(call.drive, "?")
             if call.kind == "effect":
-                char, rank = letter.upper(), 6
+                char, rank = ("2", 7) if call.copy > 1 else (letter.upper(), 6)
             elif call.kind in ("read", "repeat"):
                 char, rank = (letter.lower(), 4) if call.kind == "read" else ("=", 4)
             elif call.kind == "refused":

@@ -218,8 +218,8 @@ def test_a_late_claim_reply_says_what_the_margin_made_of_it() -> None:
 def test_a_held_leg_is_drawn_like_a_delay_and_says_why_it_was_let_go() -> None:
     story = _story("held-until-effect")
     assert (
-        "fault: the reply of begin call 1 is held until another drive writes through the "
-        "scope's door (an effect) (at most 60 000 ms)"
+        "fault: the reply of begin call 1 is held until another drive makes an effect (through "
+        "the scope's door, or at a service) (at most 60 000 ms)"
     ) in story.replace("60000", "60 000")
     # What released it is named: the drive, and the effect it wrote.
     run = _world("held-until-effect").outcome.runs["scope-1"][0].id
