@@ -247,8 +247,11 @@ def search(
     shape = shape_of(clean)
     singles = _single_plans(shape, max(1, (max_worlds - searching.worlds) // 2))
     stages: tuple[Callable[[], _Outcome], ...] = (
+        # 1: every single fault at an event, the job's outside world first.
         lambda: searching.first_failing(singles),
+        # 2: the singles whose worlds reached the rarest windows, in pairs.
         lambda: searching.first_failing(_guided_pairs(searching, singles)),
+        # 3: Hypothesis, one fault, then several.
         lambda: _hypothesis(searching, shape, max_faults),
     )
     for stage in stages:
@@ -366,17 +369,25 @@ def _guided_pairs(searching: _Search, singles: list[FaultPlan]) -> Iterator[Faul
     """Stage 2, guided by what the worlds reached: the single faults whose worlds entered the
     rarest windows, probes and marks, combined in pairs (a takeover held open while another
     pass crashes after its effect: the windows compose). A world with services pairs the rarest
-    of its service faults too, so a lost reply meets a takeover and an outage a crash."""
+    of its service calls' faults and of its outages too, so a lost reply meets a takeover and an
+    outage a crash."""
     coverage, reached = searching.coverage, searching.reached
 
     def rarest(plans: list[FaultPlan], most: int) -> list[FaultPlan]:
         ran = [plan for plan in plans if plan in reached]
         return sorted(ran, key=lambda plan: -coverage.rarity(reached[plan]))[:most]
 
-    outside = [plan for plan in singles if _strikes_a_service(plan)]
+    outages = [plan for plan in singles if plan.of(ServiceOutage)]
+    calls = [plan for plan in singles if _strikes_a_service(plan) and plan not in outages]
     inside = [plan for plan in singles if not _strikes_a_service(plan)]
-    if outside:
-        pool = rarest(inside, _COMBINED - _COMBINED_SERVICE) + rarest(outside, _COMBINED_SERVICE)
+    if calls or outages:
+        # One outage among the service faults: a service down meets a takeover or a crash.
+        down = rarest(outages, 1)
+        pool = [
+            *rarest(inside, _COMBINED - _COMBINED_SERVICE),
+            *rarest(calls, _COMBINED_SERVICE - len(down)),
+            *down,
+        ]
     else:
         pool = rarest(inside, _COMBINED)
     for i, first in enumerate(pool):

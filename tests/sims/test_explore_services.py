@@ -182,6 +182,10 @@ def test_the_guided_pairs_combine_service_faults_with_the_scopes() -> None:
         if sum(_strikes_a_service_call(f) or isinstance(f, ServiceOutage) for f in p.faults) == 1
     ]
     assert len(mixed) == 6 * 4
+    # Three of the four are a service call's faults, one an outage over a window of the world.
+    outages = {f for p in pairs for f in p.faults if isinstance(f, ServiceOutage)}
+    assert len(outages) == 1
+    assert len({f for p in pairs for f in p.faults if _strikes_a_service_call(f)}) == 3
 
 
 def _finds(predicate: object) -> FaultPlan:
