@@ -356,7 +356,10 @@ def run_conformance(
         raise ValueError(f"examples is {examples!r}; run at least 1 history")
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "big")
-    opened = open_target(target) if isinstance(target, str) else target
+    try:
+        opened = open_target(target) if isinstance(target, str) else target
+    except TargetFailed as error:  # a target that failed as it started (workerd's hello)
+        return ConformanceReport(target=str(target), strict=strict, seed=seed, failure=str(error))
     name = target if isinstance(target, str) else opened.name
     report = ConformanceReport(target=name, strict=strict, seed=seed)
     reference = LocalTarget(ReferenceStore(database=database), name="reference")
@@ -527,7 +530,10 @@ def replay_history(
 ) -> ConformanceReport:
     """Run one history (as the kit prints it) through the reference and ``target``."""
     steps = _checked_history(history)
-    opened = open_target(target) if isinstance(target, str) else target
+    try:
+        opened = open_target(target) if isinstance(target, str) else target
+    except TargetFailed as error:
+        return ConformanceReport(target=str(target), strict=strict, failure=str(error))
     name = target if isinstance(target, str) else opened.name
     report = ConformanceReport(target=name, strict=strict, histories=1)
     reference = LocalTarget(ReferenceStore(database=database), name="reference")

@@ -13,51 +13,46 @@
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
 import select
 import shlex
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
-import urllib.parse
 from pathlib import Path
 from typing import IO, Any, Final, Protocol
 
+from ._http import UrlTarget
+from ._replies import (
+    REPLY_DEADLINE,
+    REPLY_MAX_BYTES,
+    REPLY_MAX_DEPTH,
+    TargetFailed,
+    escaped_lines,
+    quoted,
+    reply_of,
+)
 from ._wire import WIRE_VERSION, ReferenceStore, Reply, Request, encode
+
+__all__ = [
+    "REPLY_DEADLINE",
+    "REPLY_MAX_BYTES",
+    "REPLY_MAX_DEPTH",
+    "WORKERD_FOLDER",
+    "CommandTarget",
+    "LocalTarget",
+    "Target",
+    "TargetFailed",
+    "UrlTarget",
+    "WorkerdTarget",
+    "open_target",
+    "workerd_binary",
+]
 
 #: The repository's workerd target: the worker, its configuration and its pinned npm packages.
 WORKERD_FOLDER: Final = Path(__file__).resolve().parents[2] / "conformance" / "workerd"
-
-
-class TargetFailed(Exception):
-    """The target stopped answering on the wire (it crashed, hung up, or replied with non-JSON)."""
-
-
-#: The most a target may take to send one whole reply, in seconds (not per read: a target that
-#: trickles a byte at a time must not hold the kit for ever).
-REPLY_DEADLINE: Final = 30.0
-#: The longest reply the kit reads. The reference's replies are kilobytes; this is far past any.
-REPLY_MAX_BYTES: Final = 64 * 1024 * 1024
-#: The deepest nesting a reply may have. The reference's replies nest five levels (reply, tables,
-#: runs, row); the comparison walks replies recursively and must not run out of stack.
-REPLY_MAX_DEPTH: Final = 64
-
-
-def _depth_past(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests deeper than ``limit`` levels (walked without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > limit:
-                return True
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return False
 
 
 class Target(Protocol):
@@ -88,34 +83,12 @@ class LocalTarget:
         self._store.close()
 
 
-def _reply_of(text: str, source: str) -> Reply:
-    try:
-        reply = json.loads(text)
-    except ValueError as error:
-        raise TargetFailed(
-            f"{source} replied with something that is not JSON: {text[:200]!r}"
-        ) from (error)
-    except RecursionError:
-        raise TargetFailed(
-            f"{source} replied with JSON nested too deep to read (a wire reply nests at most "
-            f"{REPLY_MAX_DEPTH} levels): {text[:200]!r}"
-        ) from None
-    if _depth_past(reply, REPLY_MAX_DEPTH):
-        raise TargetFailed(
-            f"{source} replied with JSON nested deeper than {REPLY_MAX_DEPTH} levels, which no "
-            f"wire reply does: {text[:200]!r}"
-        )
-    if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
-        raise TargetFailed(f"{source} replied {text[:200]!r}, which is not a wire reply")
-    return reply
-
-
 class CommandTarget:
     """A process speaking the wire on stdin and stdout, one JSON line each way.
 
-    Replies are read from the raw pipe with a deadline for the whole reply (``timeout`` seconds)
-    and a size cap (``max_bytes``), so an adapter that hangs, trickles or floods fails the run
-    with a message instead of hanging the kit."""
+    Each exchange (the request written, the reply read) has a deadline (``timeout`` seconds) and
+    the reply a size cap (``max_bytes``), so an adapter that stops reading, hangs, trickles or
+    floods fails the run with a message instead of hanging the kit."""
 
     def __init__(
         self,
@@ -132,7 +105,7 @@ class CommandTarget:
         self._max_bytes = max_bytes
         self._pending = b""
         # Held open for the process's life, closed in close(): not a with-block's lifetime.
-        self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
+        self._stderr = tempfile.TemporaryFile(mode="w+", errors="replace")  # noqa: SIM115
         try:
             self._process = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr
@@ -145,51 +118,72 @@ class CommandTarget:
         assert stdin is not None
         assert stdout is not None
         self._in: IO[bytes] = stdin
+        # Written without blocking: an adapter that stops reading its stdin fills the pipe, and a
+        # blocking write would then wait for ever.
+        os.set_blocking(stdin.fileno(), False)
         self._out = stdout.fileno()
 
-    def _died(self, what: str) -> TargetFailed:
-        try:
-            code: int | None = self._process.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            code = None
+    def _died(self, what: str, *, exited: bool = True) -> TargetFailed:
+        """The failure, with the adapter's exit code and the end of its stderr. ``exited``: the
+        adapter closed a pipe, so it is likely ending (waited for briefly); else only looked at."""
+        code = self._process.poll()
+        if code is None and exited:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = self._process.wait(timeout=2)
         self._stderr.seek(0)
-        tail = self._stderr.read()[-2000:].strip()
+        tail = escaped_lines(self._stderr.read()[-2000:].strip())
         status = "is still running" if code is None else f"exited with code {code}"
         return TargetFailed(
             f"the target command {self.name!r} {what}; it {status}"
             + (f"; its stderr ends:\n{tail}" if tail else "")
         )
 
-    def _line(self) -> bytes:
-        deadline = time.monotonic() + self._timeout
+    def _late(self) -> TargetFailed:
+        return self._died(f"did not reply within {self._timeout:g} s", exited=False)
+
+    def _send(self, data: bytes, deadline: float) -> None:
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [self._in], [], left)[1]:
+                raise self._late()
+            try:
+                written = os.write(self._in.fileno(), view)
+            except BlockingIOError:
+                continue
+            except OSError as error:
+                raise self._died(f"stopped reading requests ({error.strerror})") from error
+            view = view[written:]
+
+    def _line(self, deadline: float) -> bytes:
         while b"\n" not in self._pending:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self._out], [], [], left)[0]:
-                raise self._died(f"did not reply within {self._timeout:g} s")
+                raise self._late()
             chunk = os.read(self._out, 1 << 16)
             if not chunk:
                 raise self._died("closed its output before replying")
             self._pending += chunk
             if len(self._pending) > self._max_bytes and b"\n" not in self._pending:
                 raise self._died(
-                    f"replied more than {self._max_bytes} bytes without ending the line"
+                    f"replied more than {self._max_bytes} bytes without ending the line",
+                    exited=False,
                 )
         line, _, self._pending = self._pending.partition(b"\n")
         return line
 
     def call(self, request: Request) -> Reply:
-        try:
-            self._in.write((encode(request) + "\n").encode("utf-8"))
-            self._in.flush()
-        except OSError as error:
-            raise self._died(f"stopped reading requests ({error})") from error
-        line = self._line()
+        deadline = time.monotonic() + self._timeout
+        self._send((encode(request) + "\n").encode("utf-8"), deadline)
+        line = self._line(deadline)
         source = f"the target command {self.name!r}"
         try:
             text = line.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise TargetFailed(f"{source} replied with a line that is not UTF-8") from error
-        return _reply_of(text, source)
+        except UnicodeDecodeError:
+            raise TargetFailed(
+                f"{source} replied with a line that is not UTF-8: {quoted(line)}"
+            ) from None
+        return reply_of(text, source)
 
     def close(self) -> None:
         # Closing its stdin is the adapter's signal to finish; one that does not is killed.
@@ -203,88 +197,6 @@ class CommandTarget:
         if self._process.stdout is not None:
             self._process.stdout.close()
         self._stderr.close()
-
-
-class _NoDelay(http.client.HTTPConnection):
-    # Small requests answered at once: without TCP_NODELAY, Nagle's algorithm and delayed ACKs
-    # hold each round trip for milliseconds, which is most of the kit's time against a server.
-    def connect(self) -> None:
-        super().connect()
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-class _NoDelayTls(http.client.HTTPSConnection):
-    def connect(self) -> None:
-        super().connect()
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-class UrlTarget:
-    """An HTTP server speaking the wire: each request POSTed as JSON, the reply read back."""
-
-    def __init__(
-        self, url: str, *, timeout: float = REPLY_DEADLINE, max_bytes: int = REPLY_MAX_BYTES
-    ) -> None:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"the target URL {url!r} is not http://HOST[:PORT][/PATH]")
-        self.name = url
-        self._timeout = timeout
-        self._max_bytes = max_bytes
-        connection = _NoDelayTls if parts.scheme == "https" else _NoDelay
-        self._connection = connection(parts.hostname, parts.port, timeout=timeout)
-        self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-
-    def call(self, request: Request) -> Reply:
-        body = encode(request).encode("utf-8")
-        headers = {"content-type": "application/json"}
-        for attempt in (1, 2):
-            try:
-                deadline = time.monotonic() + self._timeout
-                self._connection.request("POST", self._path, body=body, headers=headers)
-                response = self._connection.getresponse()
-                text = self._read(response, deadline).decode("utf-8", errors="replace")
-                break
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                # A keep-alive connection the server closed between requests: reconnect once.
-                # Only before any byte of a reply arrived, so the request cannot have run twice
-                # in a way the kit would not see (the tables are compared after every request).
-                self._connection.close()
-                if attempt == 2:
-                    raise
-            except TimeoutError:
-                self._connection.close()
-                raise TargetFailed(
-                    f"the target {self.name} did not reply within {self._timeout:g} s"
-                ) from None
-            except OSError as error:
-                raise TargetFailed(f"the target {self.name} cannot be reached: {error}") from error
-        return _reply_of(text, f"the target {self.name}")
-
-    def _read(self, response: http.client.HTTPResponse, deadline: float) -> bytes:
-        """The response's body, read whole by ``deadline`` and no longer than the cap."""
-        body = b""
-        while True:
-            left = deadline - time.monotonic()
-            sock = self._connection.sock
-            if left <= 0:
-                raise TimeoutError
-            if sock is not None:
-                sock.settimeout(left)
-            chunk = response.read1(1 << 16)
-            body += chunk
-            if not chunk or response.length == 0:
-                # read() at the end marks the response finished, so the keep-alive connection
-                # takes the next request.
-                return body + response.read()
-            if len(body) > self._max_bytes:
-                self._connection.close()
-                raise TargetFailed(
-                    f"the target {self.name} replied more than {self._max_bytes} bytes"
-                )
-
-    def close(self) -> None:
-        self._connection.close()
 
 
 def _npm_ci(folder: Path) -> None:
@@ -353,7 +265,7 @@ class WorkerdTarget:
     def __init__(self, *, folder: Path = WORKERD_FOLDER) -> None:
         binary = workerd_binary(folder)
         self._scopes = tempfile.TemporaryDirectory(prefix="jobrun-workerd-", dir=_memory_folder())
-        self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in close())
+        self._log = tempfile.TemporaryFile(mode="w+", errors="replace")  # noqa: SIM115 (closed in close())
         control_read, control_write = os.pipe()
         try:
             self._process = subprocess.Popen(
@@ -382,10 +294,15 @@ class WorkerdTarget:
         finally:
             os.close(control_read)
         self._url = UrlTarget(f"http://127.0.0.1:{port}/")
-        hello = self._url.call({"wire": WIRE_VERSION, "op": "hello"})
-        if hello.get("result", {}).get("wire") != WIRE_VERSION:
+        try:
+            hello = self.call({"wire": WIRE_VERSION, "op": "hello"})
+        except BaseException:
             self.close()
-            raise TargetFailed(f"workerd answered hello with {hello!r}")
+            raise
+        result = hello.get("result")
+        if not isinstance(result, dict) or result.get("wire") != WIRE_VERSION:
+            self.close()
+            raise TargetFailed(f"workerd answered hello with {quoted(json.dumps(hello))}")
 
     def _listening_port(self, control_read: int) -> int:
         # workerd writes one JSON line per event on the control fd; "listen" carries the port it
@@ -398,7 +315,7 @@ class WorkerdTarget:
         self._log.seek(0)
         raise TargetFailed(
             f"workerd exited before it listened (code {self._process.wait()}); "
-            f"its log:\n{self._log.read()[-3000:]}"
+            f"its log:\n{escaped_lines(self._log.read()[-3000:])}"
         )
 
     def call(self, request: Request) -> Reply:
@@ -406,9 +323,8 @@ class WorkerdTarget:
             return self._url.call(request)
         except TargetFailed as error:
             self._log.seek(0)
-            raise TargetFailed(f"{error}; workerd's log ends:\n{self._log.read()[-3000:]}") from (
-                error
-            )
+            tail = escaped_lines(self._log.read()[-3000:])
+            raise TargetFailed(f"{error}; workerd's log ends:\n{tail}") from error
 
     def close(self) -> None:
         url = getattr(self, "_url", None)

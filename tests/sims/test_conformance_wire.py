@@ -293,7 +293,7 @@ def test_a_target_that_does_not_speak_the_wire_fails_the_run_and_says_why(
     out = capsys.readouterr().out
     assert out.startswith(
         f"conformance: FAILED — the target command {echo!r} replied "
-        '\'{"wire":1,"op":"hello"}\', which is not a wire reply\n'
+        '\'{"wire":1,"op":"hello"}\', which is not a wire reply: its ok is not true or false\n'
     )
     silent = f"{sys.executable} -c pass"
     assert main(["conformance", "--target", silent, "--examples", "3", "--seed", "1"]) == 1
