@@ -14,6 +14,8 @@ import json
 import math
 from typing import Any, Final, TypeAlias
 
+import attrs
+
 from ._constants import JOB_JSON_MAX_DEPTH, JOB_JSON_MAX_INT_DIGITS
 from ._errors import FieldError, ValidationFailed
 
@@ -230,15 +232,67 @@ def text_errors(value: str, path: str) -> list[FieldError]:
     return [] if message is None else [FieldError(path, message)]
 
 
-def queue_safety_errors(value: object, path: str, *, step_result: bool = False) -> list[FieldError]:
+@attrs.frozen
+class SizeCap:
+    """The most bytes of UTF-8 a value's JSON may take (``max_bytes``), and what the value is
+    called in a refusal (``what``: "a payload's JSON")."""
+
+    max_bytes: int
+    what: str
+
+
+class _OverCap(Exception):
+    """Raised inside the walk when the JSON counted so far passes the cap: the walk stops there."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(where)
+        self.where = where
+
+
+class _Budget:
+    """The bytes left under a cap as the walk counts them. Each part is counted at the FEWEST
+    bytes its compact JSON can take, so a value is never refused for less than it is: a container
+    its brackets, the separators between its items and one byte for each item (no value is
+    written in fewer), an object's keys with their quotes and colons, and a str its characters
+    beyond that one byte (a character is one byte of UTF-8 or more; escaping only adds). Numbers,
+    booleans and null cost nothing beyond their byte, which keeps the count cheap. The count is
+    checked where the walk would read on: at each container and each key."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, max_bytes: int) -> None:
+        self.left = max_bytes
+
+
+def _over_cap(cap: SizeCap, where: str) -> str:
+    return (
+        f"is more than the {cap.max_bytes} bytes of UTF-8 {cap.what} may take: its JSON is past "
+        f"them by {where}, where reading stopped (a row holds at most about 2 MB) — keep large "
+        "data outside the run and store a reference to it"
+    )
+
+
+def queue_safety_errors(
+    value: object, path: str, *, step_result: bool = False, cap: SizeCap | None = None
+) -> list[FieldError]:
     """Every part of ``value`` that is not queue-safe, by dotted path (list items by index:
     ``payload.steps.0``), empty when all is well. Beyond JSON's own shapes: no int longer than
     ``JOB_JSON_MAX_INT_DIGITS`` digits, no nesting deeper than ``JOB_JSON_MAX_DEPTH``, no str
     (value or key) holding a lone surrogate. ``step_result`` admits what a step's value may hold
     beyond that: datetimes (stored as ISO text) and tuples (stored as JSON arrays, so they come
-    back as lists, on the first run as on replay)."""
+    back as lists, on the first run as on replay).
+
+    With ``cap``, the bytes the value's JSON must take are counted as it is read, and a value
+    whose count passes ``cap.max_bytes`` is refused there (an error at ``path``), the rest of it
+    unread: a payload of millions of items costs its caller only the part within the cap. A value
+    under the count can still be over the cap once encoded; the caller measures that text."""
     errors: list[FieldError] = []
-    _check(value, path, errors, set(), 0, step_result)
+    budget = None if cap is None else _Budget(cap.max_bytes)
+    try:
+        _check(value, path, errors, set(), 0, step_result, budget)
+    except _OverCap as over:
+        assert cap is not None
+        errors.append(FieldError(path, _over_cap(cap, over.where)))
     return errors
 
 
@@ -249,10 +303,17 @@ def _check(
     seen: set[int],
     depth: int,
     step_result: bool,
+    budget: _Budget | None,
 ) -> None:
     if value is None or type(value) is bool:
         return
     if isinstance(value, str):
+        if budget is not None:
+            # Its quotes and characters (past the byte its container counted for it, when it is
+            # an item). Counted, not checked here: a str is one part however long, measured
+            # exactly once encoded; the count stops the walk where reading on would cost, at
+            # the next container or key.
+            budget.left -= len(value) + (1 if depth else 2)
         errors += text_errors(value, path)
         return
     if type(value) is int:
@@ -283,10 +344,16 @@ def _check(
         if id(value) in seen:
             errors.append(FieldError(path, f"refers back to itself (a cycle) — {_REMEDY}"))
             return
+        if budget is not None:
+            # Brackets, a comma between two items and a byte for each (its key counted with
+            # it), less the byte its own container counted for it when it is an item.
+            budget.left -= (2 * len(value) + 1 if value else 2) - (1 if depth else 0)
+            if budget.left < 0:
+                raise _OverCap(path)
         seen.add(id(value))
         if type(value) is list or type(value) is tuple:
             for index, item in enumerate(value):
-                _check(item, f"{path}.{index}", errors, seen, depth + 1, step_result)
+                _check(item, f"{path}.{index}", errors, seen, depth + 1, step_result, budget)
         else:
             assert isinstance(value, dict)
             for key, item in value.items():
@@ -299,7 +366,11 @@ def _check(
                 if key_problem is not None:
                     errors.append(FieldError(path, f"has the key {key!r}, which {key_problem}"))
                     continue
-                _check(item, f"{path}.{key}", errors, seen, depth + 1, step_result)
+                if budget is not None:
+                    budget.left -= len(key) + 3  # its quotes and its colon
+                    if budget.left < 0:
+                        raise _OverCap(f"{path}.{key}")
+                _check(item, f"{path}.{key}", errors, seen, depth + 1, step_result, budget)
         seen.discard(id(value))
         return
     if step_result and type(value).__module__ == "datetime" and hasattr(value, "isoformat"):

@@ -11,10 +11,14 @@ from collections.abc import Callable
 
 from ._constants import JOB_ID_MAX_BYTES, JOB_PAYLOAD_MAX_BYTES, JOB_SUBJECT_MISMATCH
 from ._errors import Conflict, FieldError, ValidationFailed
-from ._json import dumps, queue_safety_errors, text_errors
+from ._json import SizeCap, dumps, queue_safety_errors, text_errors
 from ._limits import size_errors
 from ._port import JobRunStore
 from ._values import JobRunKey, JobRunRow, StartJobRunInput
+
+#: A payload's cap, counted while its parts are checked, so that one of millions of items is
+#: refused after reading about a cap's worth of them, before any of it is encoded.
+_PAYLOAD_CAP = SizeCap(JOB_PAYLOAD_MAX_BYTES, "a payload's JSON")
 
 
 def name_errors(value: object, path: str) -> list[FieldError]:
@@ -48,7 +52,7 @@ def _input_errors(input: StartJobRunInput) -> list[FieldError]:
             errors.append(
                 FieldError("subject", f"is {input.subject!r}; it must be a non-empty str or None")
             )
-    errors += queue_safety_errors(input.payload, "payload")
+    errors += queue_safety_errors(input.payload, "payload", cap=_PAYLOAD_CAP)
     return errors
 
 

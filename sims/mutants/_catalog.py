@@ -350,7 +350,9 @@ _ABLATIONS: dict[str, tuple[type[ScopeDatabase], str]] = {
             "PayloadUnchecked",
             "A start no longer refuses a payload that is not queue-safe.",
             Ablation(
-                "driver._start", 'errors += queue_safety_errors(input.payload, "payload")', "pass"
+                "driver._start",
+                'errors += queue_safety_errors(input.payload, "payload", cap=_PAYLOAD_CAP)',
+                "pass",
             ),
         ),
         "payload-refused",
