@@ -26,7 +26,7 @@ import trio
 
 from ._clock import Clock
 from ._database import ScopeDatabase
-from ._errors import HostClosed, ScopeEvicted, ScopeHostError, ScopeUnavailable
+from ._errors import HostClosed, ScopeEvicted, ScopeHostError, ScopeSyncFailed, ScopeUnavailable
 from ._gate import OutputGate, ScopeFiles, runs_on_the_wall_clock
 from ._heavy import PAUSED_COLLECTION, is_heavy
 from ._link import LinkOutcome
@@ -224,11 +224,19 @@ class ScopeActor:
         if self.evicted:
             self._refuse(message, self._evicted_error(message))
             return
+        files = self._files
+        if files is not None and files.failed is not None:
+            self._refuse(message, self._sync_failed_error(message, files.failed))
+            return
         self._settle(database, message, self._execute(database, message, self._clock.now()))
 
     async def _serve_offloaded(self, database: ScopeDatabase, message: Message) -> None:
         """Serve a heavy message in a worker thread; the actor waits for it (one at a time), the
         other scopes do not. Not cancellable: the connection is the thread's until it returns."""
+        files = self._files
+        if files is not None and files.failed is not None:
+            self._refuse(message, self._sync_failed_error(message, files.failed))
+            return
         now = self._clock.now()
         self._in_operation = True
         try:
@@ -273,6 +281,16 @@ class ScopeActor:
         return HostClosed(
             f"{message.operation} on scope {self.scope_id!r} did not run: "
             "the scope host closed first"
+        )
+
+    def _sync_failed_error(self, message: Message, error: OSError) -> ScopeSyncFailed:
+        return ScopeSyncFailed(
+            f"{message.operation} on scope {self.scope_id!r} did not run: a sync of its file "
+            f"{self._file_path} failed ({type(error).__name__}: {error}), so what it wrote since "
+            "may not be on the disk whatever later syncs say; it serves no call until it is "
+            "reopened and its file checked — once the disk is sound, call "
+            f"evict({self.scope_id!r}) on the scope host (the next call reopens the scope, checks "
+            "its file and keeps what it holds)"
         )
 
     def _evicted_error(self, message: Message) -> ScopeEvicted:

@@ -35,7 +35,8 @@ class ScopeEvicted(ScopeHostError):
 
 
 class ScopeUnavailable(ScopeHostError):
-    """The scope's database could not be opened; the call did not run."""
+    """The scope cannot serve (its database could not be opened, or may not be trusted); the
+    call did not run."""
 
 
 class ScopeFileGone(ScopeUnavailable):
@@ -48,6 +49,19 @@ class ScopeFileGone(ScopeUnavailable):
 class ScopeFileForeign(ScopeUnavailable):
     """The file at the scope's path records another scope (copied into place, or the one file two
     ids share on a file system that ignores case); the call did not run."""
+
+
+class ScopeSyncFailed(ScopeUnavailable):
+    """A sync of the scope's file failed, so the scope serves nothing until it is reopened and its
+    file checked; the call did not run.
+
+    A failed ``fsync`` may have dropped the pages it could not write while reporting the loss only
+    once (Linux marks them clean, and the next sync succeeds): a write acknowledged after it could
+    sit in the log behind frames that never reached the disk, and SQLite's recovery after a power
+    cut stops at the first of those. So the scope acknowledges nothing more. ``ScopeHost.evict``
+    (or an idle retirement) closes it; the next call reopens it, checks the file (``PRAGMA
+    integrity_check``), folds the log into the file and syncs it, and only then serves again. A
+    file that fails the check is refused with this error too, naming what the check found."""
 
 
 class UnsyncedWrite(ScopeHostError):

@@ -26,6 +26,13 @@ that a file and its log created since the last power loss are found again. A che
 nothing of ours: with ``synchronous=NORMAL`` SQLite syncs the log before it checkpoints and the
 database file after.
 
+A failed sync taints its scope. Linux reports a failed writeback once and marks the pages it could
+not write clean, so the next sync of the file succeeds though they never reached the disk; a write
+acknowledged after that would sit in the log behind frames SQLite's recovery stops at. So the
+replies the failed sync held answer ``UnsyncedWrite``, and from then on the scope acknowledges
+nothing: its actor refuses every call with ``ScopeSyncFailed`` (see ``_recheck``), and a reply
+still held is answered ``UnsyncedWrite``, whatever a later sync says. The other scopes go on.
+
 ``open_scope_host(directory, durable=False)`` turns the gate off: replies leave at commit, as
 before, for tests and simulations that want speed more than power-loss safety.
 """
@@ -72,6 +79,7 @@ class ScopeFiles:
         "changes",
         "database",
         "directory",
+        "failed",
         "held",
         "log",
         "synced",
@@ -79,6 +87,8 @@ class ScopeFiles:
 
     def __init__(self, database: str) -> None:
         self.database = database
+        #: The error of a sync of these files that failed: the scope acknowledges nothing more.
+        self.failed: OSError | None = None
         self.log = database + "-wal"
         self.directory = os.path.dirname(database)
         #: The connection's ``total_changes`` after its last operation (set by the actor).
@@ -137,15 +147,29 @@ class OutputGate:
         #: The worker threads one batch syncs its files in at once: a disk (and a journaling
         #: file system) serves concurrent syncs together, where one after another each waits.
         self._threads = trio.CapacityLimiter(SYNC_THREADS)
+        #: The scope files (by path) a sync of failed, with its error, until a reopening checked
+        #: them: they outlive the actor whose sync failed (see ``_recheck``).
+        self.tainted: dict[str, OSError] = {}
+
+    def taint(self, files: ScopeFiles, error: OSError) -> None:
+        """A sync of ``files`` failed: nothing of its scope is acknowledged until it reopens."""
+        if files.failed is None:
+            files.failed = error
+        self.tainted[files.database] = files.failed
 
     def release(self, files: ScopeFiles, message: Message, outcome: LinkOutcome) -> None:
         """The actor ran ``message`` (and noted it in ``files``): settle it now if nothing it may
         show is unsynced, or hold it until a sync covers its scope's changes."""
+        if files.failed is not None:
+            # Ran before its actor heard of the failure: whatever it showed may not be durable.
+            message.settle(_unsynced(message, outcome, files.failed))
+            return
         if not self.threaded:
             if files.unsynced:
                 try:
                     files.sync()
                 except OSError as error:
+                    self.taint(files, error)
                     message.settle(_unsynced(message, outcome, error))
                     return
                 files.synced = files.changes
@@ -175,16 +199,21 @@ class OutputGate:
                 for files in batch.marks:
                     batch.marks[files] = files.changes
                 self._syncing = batch
-                failed = await _sync_all(list(batch.marks), self._threads)
+                # A tainted scope's files are not synced again: a sync that succeeds after one
+                # that failed proves nothing about the pages the failed one dropped.
+                sound = [files for files in batch.marks if files.failed is None]
+                failed = await _sync_all(sound, self._threads)
                 self._syncing = None
                 self.batches += 1
-                self.file_syncs += len(batch.marks)
+                self.file_syncs += len(sound)
+                for files, failure in failed.items():
+                    self.taint(files, failure)
                 for files, mark in batch.marks.items():
-                    if files not in failed:
+                    if files.failed is None:
                         files.synced = max(files.synced, mark)
                 for files, message, outcome in batch.replies:
                     files.held -= 1
-                    error = failed.get(files)
+                    error = files.failed
                     message.settle(outcome if error is None else _unsynced(message, outcome, error))
         finally:
             # The host is closing: nobody may wait for a sync that will never run, and nobody

@@ -34,6 +34,7 @@ from ._identity import foreign_file_message, record_scope, recorded_scope
 from ._known import KnownScopes
 from ._link import Link, LinkCall, LinkOutcome
 from ._network import Network, check_jumpable_clock
+from ._recheck import check_reopened
 from ._retirement import Retirement, check_idle_ms, check_max_open, out_of_file_handles
 from ._stub import ScopeDoor, ScopeStub
 
@@ -319,6 +320,7 @@ class ScopeHost:
                 check_same_thread=False,
             )
             try:
+                self._check_if_tainted(connection, path, scope_id)
                 # WAL with synchronous=NORMAL: a commit is durable against a crash of this
                 # process, and the output gate (``_gate``) holds its reply until a sync covers it,
                 # once for every commit that finished meanwhile. A full sync per commit, inside
@@ -360,6 +362,15 @@ class ScopeHost:
             connection.close()
             raise
         return database
+
+    def _check_if_tainted(self, connection: sqlite3.Connection, path: Path, scope_id: str) -> None:
+        """A scope whose sync failed serves again only once its file is checked and durable."""
+        failure = self.gate.tainted.get(str(path)) if self.gate is not None else None
+        if failure is None:
+            return
+        check_reopened(connection, path, scope_id, failure)
+        assert self.gate is not None
+        del self.gate.tainted[str(path)]
 
     def forget(self, scope_id: str) -> None:
         """Accept that a scope's database file is gone: the next call to the scope starts it over
