@@ -24,6 +24,12 @@ the wire until the alarm has written, then lands as the stale pass's write. One 
         "FaultPlan((HoldLeg(drive='cron', operation='crm.upsert', nth=1, leg='request', \
         until='effect'),))"
 
+``explore`` finds the hold on its own and shrinks it to that one fault; on ``sync-upsert`` it finds
+nothing in 3000 worlds:
+
+    python -m sims explore examples/crm.py:sync-find-then-create
+    python -m sims explore examples/crm.py:sync-upsert --examples 3000
+
 The check is the user's own: ``at_most_once("crm.create", key="email")`` would see the bug, but
 not a duplicate made by an upsert, so ``one_contact_per_email`` counts the contacts each call
 says it created, whichever call it was.

@@ -18,6 +18,12 @@ reaches the mailer and is answered from the key. Under the same plan it mails on
     python -m sims run examples/mailer.py:receipt-once --plan \
         "FaultPlan((DropLeg(drive='cron', operation='record_step', nth=1, leg='request'),))"
 
+``explore`` finds a one-fault plan that mails twice on its own (a lost reply of the mailer: the
+body fails, and the next pass sends again); on ``receipt-once`` it finds none in 3000 worlds:
+
+    python -m sims explore examples/mailer.py:receipt-no-key
+    python -m sims explore examples/mailer.py:receipt-once --examples 3000
+
 The checks are ready-made: ``at_most_once("mailer.send", key="order")`` (one receipt per order,
 whatever the runs) and ``once_per_done_run("mailer.send")`` (a run that ended done sent its
 receipt, once).

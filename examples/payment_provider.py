@@ -30,13 +30,19 @@ there is the payment; when none is there yet, it charges again with the SAME key
 request still on the wire is answered from the key when it lands, never charged twice. A refusal
 (``ServiceRefused``: an outage) says the charge did not run; the step fails, and the run is
 retried later. It pays each order once under the plan above and through an outage of the
-provider:
+provider (one that outlasts the run's attempts fails the run, unpaid, which the check allows):
 
     python -m sims run examples/payment_provider.py:pay-once --plan \
         "FaultPlan((DelayLeg(drive='cron', operation='card.charge', nth=1, leg='reply', \
         ms=6000.0),))"
     python -m sims run examples/payment_provider.py:pay-once --plan \
         "FaultPlan((ServiceOutage(service='card', from_ms=0.0, to_ms=3000.0),))"
+
+``explore`` finds a plan that breaks each buggy variant on its own (one lost reply of the card
+provider) and shrinks it; on ``pay-once`` it finds none in 3000 worlds:
+
+    python -m sims explore examples/payment_provider.py:pay-fallback
+    python -m sims explore examples/payment_provider.py:pay-once --examples 3000
 
 The check, ``paid_once``, is the user's own: the ready-made ``once_per_done_run("card.charge")``
 counts charges of one operation, and here the money moves by two rails and back by refunds.
@@ -181,8 +187,15 @@ MONEY = {"card.charge": 1, "bank.transfer": 1, "card.refund": -1}
 
 
 def paid_once(trace: Trace) -> list[UserFinding]:
-    """Each run's order ends paid exactly once: card charges and bank transfers that took effect,
-    less the refunds that took effect (one order per run here)."""
+    """A run that ended done paid its order exactly once, by card charges and bank transfers that
+    took effect, less the refunds that took effect; a run that ended otherwise (it gave up on a
+    provider that stayed down) paid it at most once. One order per run here."""
+    ended = {
+        str(row["id"]): str(row["status"])
+        for event in trace.of("world.end")
+        for rows in event["runs"].values()
+        for row in rows
+    }
     paid: dict[str, int] = {}
     moved_at: dict[str, float] = {}
     for event in trace.of("svc.exec"):
@@ -191,12 +204,12 @@ def paid_once(trace: Trace) -> list[UserFinding]:
             moved_at[event["run"]] = event["t"]
     return [
         UserFinding(
-            f"the order was paid {paid.get(run, 0)} times, not once",
+            f"the run ended {status} and its order was paid {paid.get(run, 0)} times",
             at_ms=moved_at.get(run),
             run=run,
         )
-        for run in (event["run"] for event in trace.of("world.start"))
-        if paid.get(run, 0) != 1
+        for run, status in ended.items()
+        if paid.get(run, 0) != 1 and (status == "done" or paid.get(run, 0) > 1)
     ]
 
 
