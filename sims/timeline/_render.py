@@ -8,12 +8,18 @@ twice, as SVG and as text, against the same piecewise-linear time scale.
   invocation to the handler's end or the outcome, with its steps inside) and a strip above them
   for what happened to the drive itself: faults, late replies, dropped legs. A scope lane is the
   store's view, one row per run: which owner holds the run's lease, where it BEGAN, its effects.
+  A service lane is the job's outside world, one row per operation: each call where it ran at the
+  service, what it was (an effect, a read, a repeat, a refusal), and whether its caller knows.
 - **The store's clock.** A lease lives by the store's clock, not the drive's, so its bar is placed
   by it: ``rpc.exec`` events pair virtual time with the store's time, a least-squares line maps
   one to the other (the store's clock may be skewed and may drift), and a lease's expiry (store
   time) becomes a point on the virtual axis through it. A lease starts at its claim, is renewed by
   each held step boundary, and ends at its release or at the next owner's claim; the stretch after
   its expiry that nobody released yet is hatched, because that is where a takeover may happen.
+- **Ambiguous outcomes and late effects.** A call that ran while its caller was told it did not
+  know (a timeout, a lost reply, a reply after the caller gave up, a request given up and
+  delivered late) is marked from where it ran to where the caller gave up; an effect made after
+  its pass lost its lease, or after the scenario returned, is ringed where it landed.
 - **Double runs.** Two owners of one run whose handler spans overlap: explained inside a window
   the spec allows (a late BEGIN reply, a stretch longer than the lease), a violation anywhere else.
   They get a red band across every lane. A pass whose handler started after its lease had been
@@ -35,11 +41,11 @@ Rendering is a pure function of the trace: same trace, same bytes.
   An inline script zooms and pans horizontally: bars stretch, glyphs and labels only move, and a
   label is shown only where it fits. Nothing is fetched from anywhere.
 
-Where each part lives: the model in ``_timeline_model`` and how a trace is read into it in
-``_timeline_reader``; the time scale in ``_timeline_scale``; the page in ``_timeline_svg`` (the
-writer and the layout), ``_timeline_lanes``, ``_timeline_legend``, ``_timeline_head`` (the facts
-above the picture), ``_timeline_script`` (zoom and pan) and ``_timeline_page``; the text in
-``_timeline_text``.
+Where each part lives: the model in ``_model`` and how a trace is read into it in ``_reader``
+(service calls in ``_calls``, the world's end in ``_world_end``); the time scale in ``_scale``;
+the page in ``_svg`` (the writer and the layout), ``_lanes``, ``_service_lanes``, ``_legend``,
+``_head`` (the facts above the picture), ``_script`` (zoom and pan) and ``_page``; the text in
+``_text``; the story in ``_story``.
 """
 
 from __future__ import annotations

@@ -165,11 +165,11 @@ class ServiceLanes(Sheet):
             x0, x1 = self.x(shape.t0), self.x(shape.t1)
             title = merged_title(shape)
             self.svg.add(
-                "line", title=title, kind="ambiguous", x1=x0, y1=mid - 7, x2=max(x1, x0 + 1),
-                y2=mid - 7, stroke=AMBIGUOUS, stroke_width=1.5, stroke_dasharray="3 2",
+                "line", title=title, kind="ambiguous", x1=x0, y1=mid + 9, x2=max(x1, x0 + 1),
+                y2=mid + 9, stroke=AMBIGUOUS, stroke_width=1.5, stroke_dasharray="3 2",
             )  # fmt: skip
             mark = element(
-                "text", title=title, text="?", x=x1 + 2, y=mid - 4, font_size=10,
+                "text", title=title, text="?", x=x1 + 2, y=mid + 8, font_size=10,
                 font_weight="bold", fill=AMBIGUOUS,
             )  # fmt: skip
             self.svg.pin(x1, mark, kind="ambiguous")

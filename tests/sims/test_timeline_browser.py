@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from sims import DelayLeg, DropLeg, FaultPlan, Simulation, simulate
+from sims._trace import Trace
 from sims.faults._plan import HoldLeg, UpstreamFailure
-from sims.timeline._render import build_timeline, render_html
+from sims.timeline._render import build_timeline, render_html, short
 
 from .chromium import Browser, Tab, chromium_path, png_pixels
 
@@ -339,7 +340,61 @@ def test_a_slow_step_reply_and_a_held_leg_are_drawn_for_what_they_are(
     titles = tab.eval(
         "Array.from(document.querySelectorAll('line[data-k=delay]')).map((l) => l.textContent)"
     )
-    assert any("released because another drive wrote through the scope's door" in t for t in titles)
+    assert any("released when alarm wrote the scope's record of" in t for t in titles)
     (line,) = _places(tab, "line[data-k=delay]")
     assert line["hit"]
+    assert tab.errors() == []
+
+
+def _open_trace(browser: Browser, tmp_path: Path, name: str, trace: Trace) -> Tab:
+    path = tmp_path / f"{name}.html"
+    path.write_text(render_html(trace, title=name), encoding="utf-8")
+    tab = browser.open(path)
+    keep = os.environ.get("TIMELINE_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        (Path(keep) / f"{name}.png").write_bytes(tab.screenshot())
+    assert tab.errors() == []
+    return tab
+
+
+def test_a_service_lane_paints_its_calls_their_doubt_late_effects_and_the_worlds_end(
+    browser: Browser, tmp_path: Path
+) -> None:
+    from .test_timeline_services import _world
+
+    # A stale pass mails again after its lease was taken over and after the scenario returned.
+    tab = _open_trace(browser, tmp_path, "stale", _world("stale").trace)
+    for kind in ("svc-read", "svc-effect", "duplicate"):
+        glyphs = _pins(tab, f"g.dataset.k === {kind!r}")
+        assert glyphs
+        assert all(glyph["hit"] for glyph in glyphs), kind
+    rings = _places(tab, "[data-k=late-effect] circle")
+    assert len(rings) == 2
+    assert all(_red_pixels(tab, ring) > 20 for ring in rings)
+    for label in ("scenario returned", "all stopped"):
+        (end,) = _pins(tab, _labelled(label))
+        assert end["shown"]
+        assert end["hit"]
+    (quiet,) = _places(tab, "line[data-k=world-quiet]")
+    assert quiet["height"] > 100
+
+    # A reply held past its caller's timeout: the doubt is painted, on the lane and the caller's.
+    tab = _open_trace(browser, tmp_path, "timeout", _world("timeout").trace)
+    marks = _pins(tab, "g.dataset.k === 'ambiguous'")
+    assert len(marks) == 2
+    assert all(mark["hit"] and "AMBIGUOUS" in mark["title"] for mark in marks)
+    (span,) = _places(tab, "line[data-k=ambiguous]")
+    assert span["width"] > 100
+
+    # A call's label that does not fit at first is shown once the reader zooms in on it.
+    tab = _open_trace(browser, tmp_path, "lanes", _world("lanes").trace)
+    mailed = next(e for e in _world("lanes").trace.of("svc.exec") if e["op"] == "mailer.send")
+    words = f"mailer.send · cron {short(mailed['run'])} · effect"
+    (before,) = _pins(tab, _labelled(words))
+    assert not before["shown"]
+    tab.eval(f"timeline.zoom(8, {mailed['t']})")
+    (after,) = _pins(tab, _labelled(words))
+    assert after["shown"]
+    assert after["hit"]
     assert tab.errors() == []

@@ -13,7 +13,7 @@ import functools
 import re
 import sqlite3
 import xml.etree.ElementTree as ET
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -125,8 +125,11 @@ async def cancel(ctx: JobPassContext) -> JobPassResult:
     return JobPassResult(done=True)
 
 
-def _pay(leg: str, fault: type[DelayLeg | DropLeg], **more: Any) -> FaultPlan:
-    return FaultPlan((fault(drive="cron", operation="bank.pay", nth=1, leg=leg, **more),))  # type: ignore[call-arg]
+def _pay(
+    leg: Literal["request", "reply"], fault: type[DelayLeg | DropLeg], **more: Any
+) -> FaultPlan:
+    """A plan with one fault on the cron's first bank.pay."""
+    return FaultPlan((fault(drive="cron", operation="bank.pay", nth=1, leg=leg, **more),))
 
 
 #: name -> (handler, plan, grace_ms): each world makes one case happen.
@@ -433,7 +436,7 @@ def test_an_ambiguous_outcome_is_drawn_and_named(name: str) -> None:
     (span,) = [e for e in _drawn(name, "ambiguous") if e.tag == f"{SVG}line"]
     assert abs(float(span.get("x1", "nan")) - _x_of(pieces, min(ends))) < 0.1
     assert abs(float(span.get("x2", "nan")) - max(_x_of(pieces, max(ends)), 0)) < 1.1
-    assert abs(float(span.get("y1", "nan")) - (_row_mid(name, "bank.pay") - 7)) < 0.5
+    assert abs(float(span.get("y1", "nan")) - (_row_mid(name, "bank.pay") + 9)) < 0.5
     # On the caller's lane: a "?" where it was told it did not know.
     marks = [
         g
