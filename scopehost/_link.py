@@ -28,8 +28,8 @@ host's own, and its reply goes nowhere. A stale owner's write can so arrive duri
 
 from __future__ import annotations
 
-import math
 import random
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
@@ -279,13 +279,18 @@ class Link:
 
 
 def _is_delay(value: object) -> bool:
-    """Whether ``value`` is a delay a leg can wait: a finite number of ms >= 0 (not a bool)."""
+    """Whether ``value`` is a delay a leg can wait: a finite number of ms >= 0 (not a bool), and
+    one a float holds, as the wire waits it in seconds of Trio's (float) clock."""
     return (
         not isinstance(value, bool)
         and isinstance(value, _NUMBERS)
-        and value >= 0
-        and math.isfinite(value)
+        # Compared, not converted: an int of any size compares exactly, and NaN fails.
+        and 0 <= value <= _LONGEST_DELAY_MS
     )
+
+
+#: The longest delay a leg takes: the largest float (an int past it cannot be waited).
+_LONGEST_DELAY_MS: Final = sys.float_info.max
 
 
 #: The operations a scope's stub carries over a link (the store port's, a module's ``invoke``,

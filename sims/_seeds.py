@@ -36,6 +36,24 @@ def require_seed(seed: Any) -> int:
     return number
 
 
+def require_seeds(seeds: Any) -> Iterable[int]:
+    """``seeds`` unchanged if it can be a collection of seeds (a range, a list, any iterable but a
+    str or bytes, whose characters would be read as seeds); else a ``ValueError`` that names it.
+    Each seed is checked where it is used (:func:`require_seed`)."""
+    try:
+        iter(seeds)
+    except TypeError:
+        iterable = False
+    else:
+        iterable = not isinstance(seeds, str | bytes | bytearray)
+    if not iterable:
+        raise ValueError(
+            f"seeds={seeds!r} is not a collection of seeds; pass a range (e.g. range(10)) or a "
+            "list of whole numbers >= 0"
+        )
+    return seeds  # type: ignore[no-any-return]
+
+
 def parse_seeds(text: str) -> range:
     """``"A..B"`` (both included) or ``"N"``, that one seed; seeds are whole numbers >= 0."""
     if re.fullmatch(r"-?\d+(?:\.\.-?\d+)?", text.strip()) and "-" in text:
@@ -68,6 +86,7 @@ def sweep_seeds(seeds: Iterable[int]) -> Sequence[int]:
     A range is checked by its ends and its length, so ``0..99999999999999999999`` is refused at
     once instead of being spelt out in memory; any other iterable is read only one seed past the
     limit."""
+    seeds = require_seeds(seeds)
     if isinstance(seeds, range):
         try:
             count = len(seeds)

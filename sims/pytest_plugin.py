@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ._seeds import parse_seeds
+from ._seeds import parse_seeds, require_seeds
 from .faults._plan import FaultPlan
 from .runners._testing import check_worlds
 from .scenarios._registry import ScenarioRef
@@ -60,6 +60,7 @@ def sims_worlds(request: pytest.FixtureRequest) -> Callable[..., int]:
         **options: Any,
     ) -> int:
         __tracebackhide__ = True
+        seeds = require_seeds(seeds)  # before --sims-seeds replaces them: the test's mistake
         chosen = parse_seeds(override) if override is not None else seeds
         return check_worlds(scenario, chosen, plan=plan, mutant=mutant, **options)
 

@@ -320,7 +320,19 @@ def _read_trace(path: Path) -> Trace:
         raise UsageError(
             f"{path} does not start with a world.begin event; write traces with run --trace"
         )
+    _check_recorded_seed(path, begin)
     return recorded
+
+
+def _check_recorded_seed(path: Path, begin: dict[str, Any]) -> None:
+    """A trace's seed is what run --trace wrote, a whole number >= 0: a tampered one (null, a
+    str, 2.5) is refused here, in one line, before anything reads it as a number."""
+    seed = begin.get("seed")
+    if type(seed) is not int or seed < 0:
+        raise UsageError(
+            f"{path} records its seed as {seed!r}, which is not a seed (a whole number >= 0); "
+            "write traces with run --trace"
+        )
 
 
 def _first_bad_line(path: Path) -> str:

@@ -14,6 +14,7 @@ scenario whose own plan documents them fails.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Mapping
 
 from driver import STORE_PORT_OPERATIONS
@@ -42,6 +43,14 @@ from ._plan import (
 #: Every operation a drive's wire carries: the store port's, and the door's ``invoke``.
 DRIVE_OPERATIONS = (*STORE_PORT_OPERATIONS, "invoke")
 LEGS = ("request", "reply")
+
+
+#: The largest skew of the store's clock, either way: a year, the longest lease.
+SKEW_MAX_MS = 31_536_000_000
+#: PCT's bounds: change points a depth draws, and the task steps they are drawn among.
+PCT_MAX_DEPTH = 1_000
+PCT_MAX_WITHIN = 1_000_000_000
+_FLOAT_INT_MAX = int(sys.float_info.max)
 
 
 class PlanError(ValueError):
@@ -165,9 +174,18 @@ def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> 
     if isinstance(fault, PctSchedule):
         if type(fault.seed) is not int or fault.seed < 0:
             return f"seed={fault.seed!r}; give a whole number >= 0"
-        if type(fault.depth) is not int or fault.depth < 1:
-            return f"depth={fault.depth!r}; give a whole number >= 1 (1: no change point)"
-        return _whole(fault.within, "within")
+        if type(fault.depth) is not int or not 1 <= fault.depth <= PCT_MAX_DEPTH:
+            return (
+                f"depth={_shown(fault.depth)}; give a whole number from 1 (no change point) to "
+                f"{PCT_MAX_DEPTH:,}"
+            )
+        problem = _whole(fault.within, "within")
+        if problem is None and fault.within > PCT_MAX_WITHIN:
+            problem = (
+                f"within={_shown(fault.within)}; give a whole number of task steps from 1 to "
+                f"{PCT_MAX_WITHIN:,} (more than a world takes)"
+            )
+        return problem
     if isinstance(fault, Evict):
         if fault.scope not in scopes:
             return f"the world has no scope {fault.scope!r}; its scopes are {', '.join(scopes)}"
@@ -175,8 +193,14 @@ def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> 
     if isinstance(fault, CrashDrive):
         return _duration(fault.at_ms, "at_ms") or _duration(fault.down_ms, "down_ms")
     if isinstance(fault, StoreClockFault):
-        if not _number(fault.skew_ms) or not math.isfinite(fault.skew_ms):
-            return f"skew_ms={fault.skew_ms!r}; give a finite number of ms"
+        if not _number(fault.skew_ms) or not -math.inf < fault.skew_ms < math.inf:
+            return f"skew_ms={_shown(fault.skew_ms)}; give a finite number of ms"
+        if abs(fault.skew_ms) > SKEW_MAX_MS:
+            # Far enough off, the store's clock leaves the years its times can be written in.
+            return (
+                f"skew_ms={_shown(fault.skew_ms)}; give a skew of at most {SKEW_MAX_MS} ms (a "
+                "year) either way"
+            )
         if not _number(fault.drift) or not -1 < fault.drift < 1:
             return f"drift={fault.drift!r}; give a number above -1 and below 1"
         if fault.skew_ms == 0 and fault.drift == 0:
@@ -197,6 +221,16 @@ def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _shown(value: object) -> str:
+    """``value`` as a problem names it: its repr, but an int too long to read by its length."""
+    if type(value) is not int or -(10**30) < value < 10**30:
+        return repr(value)
+    try:
+        return f"an int of {len(str(abs(value)))} digits"
+    except ValueError:  # past sys.get_int_max_str_digits()
+        return "an int of thousands of digits"
+
+
 def _whole(value: object, name: str) -> str | None:
     if type(value) is not int or value < 1:
         return f"{name}={value!r}; give a whole number >= 1 (the first is 1)"
@@ -204,10 +238,12 @@ def _whole(value: object, name: str) -> str | None:
 
 
 def _duration(value: object, name: str) -> str | None:
-    if not (isinstance(value, int | float) and _number(value) and math.isfinite(value)) or (
-        value < 0
-    ):
-        return f"{name}={value!r}; give a finite number of ms >= 0"
+    # Compared, not converted: an int of any size compares with a float exactly (NaN fails).
+    if not (isinstance(value, int | float) and _number(value)) or not 0 <= value < math.inf:
+        return f"{name}={_shown(value)}; give a finite number of ms >= 0"
+    if value > _FLOAT_INT_MAX:
+        # Virtual time is a float: an int past every float would overflow where it is waited.
+        return f"{name}={_shown(value)}, more than a float holds; give a finite number of ms >= 0"
     return None
 
 

@@ -450,26 +450,64 @@ def _outage(
     return ServiceOutage(service=rng.choice(list(services)), from_ms=begin, to_ms=begin + length)
 
 
+def _shown_plan(text: str) -> str:
+    """``text`` as a refusal quotes it: whole, or its start and its length when it is too long
+    to read on one line (a plan bomb of 100,000 characters)."""
+    if len(text) <= 200:
+        return repr(text)
+    return f"{text[:60]!r}… ({len(text):,} characters)"
+
+
+def _is_signed_number(node: ast.UnaryOp) -> bool:
+    """``-5`` or ``-2.5``: one minus sign before a number, the only operator a plan holds."""
+    operand = node.operand
+    return isinstance(operand, ast.Constant) and type(operand.value) in (int, float)
+
+
 def plan_from_text(text: str) -> FaultPlan:
     """A fault plan from its repr (what a sweep or a shrinker prints), read safely: only the fault
-    classes, keywords, numbers, strings and tuples are allowed, nothing is executed."""
+    classes, keywords, numbers (with at most one minus sign), strings and tuples are allowed,
+    nothing is executed. Text too deeply nested to parse (thousands of signs or calls) is refused
+    as a ``ValueError``, as any other text that is no plan is."""
     names = {kind.__name__: kind for kind in (*FAULT_KINDS, FaultPlan)}
+    shown = _shown_plan(text)
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as error:
-        raise ValueError(f"plan {text!r} is not Python: {error.msg}") from None
+        if "integer string conversion" in str(error.msg):
+            raise ValueError(
+                f"plan {shown} holds an int of thousands of digits, which Python does not read; "
+                "a fault's numbers are counts and milliseconds"
+            ) from None
+        raise ValueError(f"plan {shown} is not Python: {error.msg}") from None
+    except (MemoryError, RecursionError):
+        # The parser's own stack: a chain of thousands of signs, calls or operators.
+        raise ValueError(
+            f"plan {shown} nests too deeply to be read; a plan is FaultPlan((FAULT(...), ...)), "
+            "each number with at most one minus sign"
+        ) from None
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             if not (isinstance(node.func, ast.Name) and node.func.id in names):
                 raise ValueError(
-                    f"plan {text!r} calls something other than {', '.join(sorted(names))}"
+                    f"plan {shown} calls something other than {', '.join(sorted(names))}"
                 )
         elif isinstance(node, ast.Name) and node.id not in names:
             # A bare name that is not a fault kind (a typo, or a plan pasted without its class)
             # would otherwise end in eval's NameError.
             raise ValueError(
-                f"plan {text!r} names {node.id!r}, which is not a fault kind; the kinds are: "
+                f"plan {shown} names {node.id!r}, which is not a fault kind; the kinds are: "
                 f"{', '.join(sorted(names))}"
+            )
+        elif (
+            isinstance(node, ast.UnaryOp)
+            and isinstance(node.op, ast.USub)
+            and not _is_signed_number(node)
+        ):
+            # "--5" means 5, and a thousand signs are a bomb the compiler recurses into.
+            raise ValueError(
+                f"plan {shown} puts a sign before something other than a number; write a "
+                "negative number with one minus sign, as -5"
             )
         elif not isinstance(
             node,
@@ -483,12 +521,12 @@ def plan_from_text(text: str) -> FaultPlan:
             | ast.USub,
         ):
             raise ValueError(
-                f"plan {text!r} holds an expression of kind {type(node).__name__}, which a plan "
+                f"plan {shown} holds an expression of kind {type(node).__name__}, which a plan "
                 "cannot"
             )
     value = eval(compile(tree, "<plan>", "eval"), {"__builtins__": {}}, names)
     if isinstance(value, tuple):
         value = FaultPlan(value)
     if not isinstance(value, FaultPlan):
-        raise ValueError(f"plan {text!r} is a {type(value).__name__}, not a FaultPlan")
+        raise ValueError(f"plan {shown} is a {type(value).__name__}, not a FaultPlan")
     return value

@@ -1,10 +1,12 @@
 """The store's doors refuse, by path and before any transaction, the counts, leases, margins and
 limits the spec forbids or SQLite cannot hold: a negative count, an ``ended_at`` on a live run, a
 lease longer than any claim writes, an int past SQLite's 64 bits or past every float. Each used to
-be accepted (a run that can never be right) or to end in a raw ``OverflowError``/``ValueError``."""
+be accepted (a run that can never be right) or to end in a raw ``OverflowError``/``ValueError``.
+A link's delay past every float, which its legs could never wait, is refused where it is given."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +21,7 @@ from driver import (
     JobRunFilter,
     ValidationFailed,
 )
-from scopehost import JobRunDump, StoreClock, open_scope_host
+from scopehost import JobRunDump, Link, LinkCall, StoreClock, open_scope_host
 
 from .store_support import (
     LEASE_MS,
@@ -277,3 +279,38 @@ async def test_the_refusals_reach_a_caller_across_the_link(
             await stub.list(JobRunFilter(limit=10**400))
         assert [path for path, _ in refusal(caught)] == ["filter.limit"]
         assert await stub.list(JobRunFilter()) == []
+
+
+# -- a link's legs -------------------------------------------------------------------------------
+
+LEG = (
+    "pass a leg's delay as a finite number of ms >= 0, a mapping of operation names to such "
+    "numbers ('*' for the rest), or a function of (call, rng) that draws one"
+)
+
+
+@pytest.mark.parametrize("ms", [10**400, -(10**400), 2**1024], ids=["1e400", "-1e400", "2^1024"])
+def test_a_leg_delay_past_every_float_is_refused_where_the_link_is_built(ms: int) -> None:
+    with pytest.raises(ValueError, match=rf"^request_ms={ms}; {re.escape(LEG)}$"):
+        Link(request_ms=ms)
+    with pytest.raises(
+        ValueError,
+        match=rf"^reply_ms\['\*'\]={ms}; a mapping's keys are operation names \('\*' for the "
+        r"rest\) and its values finite numbers of ms >= 0$",
+    ):
+        Link(reply_ms={"*": ms})
+    # Drawn per call, it is refused where it is drawn.
+    link = Link(name="lan", request_ms=lambda call, rng: ms)
+    with pytest.raises(
+        ValueError,
+        match=rf"^link 'lan' drew a delay of {ms} ms for 'claim'; a leg's delay must be a "
+        r"finite number >= 0$",
+    ):
+        link.delay_ms(link.request_ms, LinkCall("lan", 1, "s1", "claim", ()))
+
+
+def test_a_leg_delay_a_float_holds_is_taken() -> None:
+    link = Link(name="lan", request_ms=10**300, reply_ms={"claim": 1e300, "*": 2})
+    call = LinkCall("lan", 1, "s1", "claim", ())
+    assert link.delay_ms(link.request_ms, call) == 1e300
+    assert link.delay_ms(link.reply_ms, call) == 1e300
