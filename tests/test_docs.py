@@ -405,8 +405,13 @@ def test_every_python_block_of_the_simulating_page_runs_as_written(
     # the atomic one), which parse. They are laid out as a user would lay them out (the world in
     # worlds/billing.py beside the tests) and run from another folder, which is what the absolute
     # paths are for.
-    world, drawn, fixture_test, hypothesis_test, *fragments = python_blocks(
-        ROOT / "docs" / "simulating-your-jobs.md"
+    # The Services section's own blocks are one more world file, run by
+    # tests/examples/test_services_docs.py.
+    page = (ROOT / "docs" / "simulating-your-jobs.md").read_text(encoding="utf-8")
+    services = re.search(r"^## Services: the job's outside world\n.*?(?=^## )", page, re.S | re.M)
+    assert services is not None
+    world, drawn, fixture_test, hypothesis_test, *fragments = _PYTHON_BLOCK.findall(
+        page.replace(services.group(0), "")
     )
     assert len(fragments) == 2
     for fragment in fragments:
