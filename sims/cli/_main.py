@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -25,12 +26,13 @@ from .._numbers import plural
 from .._seeds import parse_seed, parse_seeds
 from .._trace import Trace
 from ..faults._check import unfired_line
-from ..faults._plan import plan_from_text
+from ..faults._plan import FaultPlan, plan_from_text
 from ..mutants._catalog import MUTANTS
 from ..oracle._checks import check_trace
-from ..runners._outcome import Simulation, python_replay_call
+from ..runners._outcome import STORE, Simulation, python_replay_call
 from ..runners._simulate import simulate, with_user_checks
 from ..runners._sweep import progress_bar, sweep
+from ..runners._words import one_line, python_name, shell_line, shell_word
 from ..scenarios._registry import (
     SCENARIOS,
     Scenario,
@@ -359,23 +361,11 @@ def _replay(arguments: argparse.Namespace) -> int:
     path: Path = arguments.file
     recorded = _read_trace(path)
     begin = recorded.events[0]
-    overridden = bool(begin.get("plan_overridden"))
-    plan = plan_from_text(begin["plan"]) if overridden else None
+    plan = _recorded_plan(path, begin) if begin.get("plan_overridden") else None
     ref = _trusted_world(path, begin, arguments.world)
-    mutant = begin.get("mutant")
-    if mutant is not None and mutant not in MUTANTS:
-        call = python_replay_call(
-            str(begin["scenario"]),
-            int(begin["seed"]),
-            mutant,
-            plan=begin["plan"] if overridden else None,
-        )
-        raise UsageError(
-            f"{path} is a world that ran on a store of its caller's own, {mutant}, which no "
-            f"command line can name; replay it in Python, {call}, and compare its trace's bytes "
-            "with the file's"
-        )
+    # Found before any advice names it: a scenario the simulator has, not any text of the trace.
     scenario = find_scenario(ref)
+    mutant = _recorded_mutant(path, begin, ref, plan)
     # Named as the trace names it, so that the new trace's world.begin spells it the same.
     simulation = simulate(ref, int(begin["seed"]), plan=plan, mutant=mutant)
     _tell(simulation, scenario, story_limit=200)
@@ -397,16 +387,85 @@ def _replay(arguments: argparse.Namespace) -> int:
     return 0 if same and simulation.ok else 1
 
 
+def _recorded_plan(path: Path, begin: dict[str, Any]) -> FaultPlan:
+    text = begin.get("plan")
+    if not isinstance(text, str):
+        raise UsageError(
+            f"{path} records its plan as {text!r}, which is not a plan's text; write traces with "
+            "run --trace"
+        )
+    return plan_from_text(text)
+
+
+def _recorded_mutant(
+    path: Path, begin: dict[str, Any], ref: ScenarioRef, plan: FaultPlan | None
+) -> str | None:
+    """The mutant the trace's world ran on (None: the real store). A store of the caller's own
+    is refused with the Python call that replays it: the trace's text is data, so the call names
+    the store only when the trace names it by a plain Python name, and the plan is written as the
+    plan it was read as, never as the trace spelled it."""
+    mutant = begin.get("mutant")
+    if mutant is None or (isinstance(mutant, str) and mutant in MUTANTS):
+        return mutant
+    seed, planned = int(begin["seed"]), None if plan is None else repr(plan)
+    told = f"{path} is a world that ran on a store of its caller's own"
+    compare = "and compare its trace's bytes with the file's"
+    if isinstance(mutant, str) and python_name(mutant):
+        call = python_replay_call(ref.recorded, seed, mutant, plan=planned)
+        raise UsageError(
+            f"{told}, {mutant}, which no command line can name; replay it in Python, {call}, "
+            f"{compare}"
+        )
+    call = python_replay_call(ref.recorded, seed, STORE, plan=planned)
+    raise UsageError(
+        f"{told}, which it names {mutant!r}, not a plain Python name, so no command or call "
+        f"here names it; replay it in Python, {call} with {STORE} the store it ran on, {compare}"
+    )
+
+
+def _as_data(text: str) -> str:
+    """Text of a trace in a sentence: as one shell word (so it reads as the word to type), or as
+    a Python literal when no one-line command can show it."""
+    return shell_word(text) if one_line(text) else repr(text)
+
+
+def _world_option(path: Path, file: str) -> str:
+    """``replay PATH --world FILE`` as a command to type, or in words when no one-line command
+    can show the file's name."""
+    if one_line(str(path)) and one_line(file):
+        return f"replay {shell_line([str(path), '--world', file])}"
+    return "replay the trace with --world naming that file"
+
+
+def _recorded_hash(path: Path, begin: dict[str, Any]) -> str | None:
+    recorded = begin.get("world_sha256")
+    if recorded is not None and not (
+        isinstance(recorded, str) and re.fullmatch(r"[0-9a-f]{64}", recorded)
+    ):
+        raise UsageError(
+            f"{path} records its world file's sha256 as {recorded!r}, which is not one (64 hex "
+            "digits); write traces with run --trace"
+        )
+    return recorded
+
+
 def _trusted_world(path: Path, begin: dict[str, Any], world: Path | None) -> ScenarioRef:
     """The scenario to re-run for the trace at ``path``, refusing to run a file of Python the
     user did not name. A trace is data (attached to bug reports, kept by CI): the world file it
     names runs only when ``--world`` names that very file, or a file with the content hash the
     trace recorded. A built-in scenario is the simulator's own code and needs no ``--world``."""
+    spelled = begin["scenario"]
     try:
-        named = ScenarioRef.parse(str(begin["scenario"]))
-    except ValueError as error:
-        raise UsageError(f"{path}: {error}; write traces with run --trace") from None
+        named = ScenarioRef.parse(spelled) if isinstance(spelled, str) else None
+    except ValueError:
+        named = None
+    if named is None:
+        raise UsageError(
+            f"{path} names its scenario {spelled!r}, which is neither NAME nor FILE.py:NAME; "
+            "write traces with run --trace"
+        )
     if named.path is None:
+        named.load()  # a built-in scenario, so its name is one the simulator gave it
         if world is not None:
             raise UsageError(
                 f"{path} is a world of the built-in scenario {named.name}, which runs no file of "
@@ -414,12 +473,12 @@ def _trusted_world(path: Path, begin: dict[str, Any], world: Path | None) -> Sce
             )
         return named
     # As the trace spelled it: relative to the folder the trace was written from, or absolute.
-    file = str(begin["scenario"]).rpartition(":")[0]
-    recorded_hash = begin.get("world_sha256")
+    file = spelled.rpartition(":")[0]
+    recorded_hash = _recorded_hash(path, begin)
     if world is None:
         raise UsageError(
-            f"{path} names a world file of its own, {file}, and replay runs no Python a trace "
-            f"names unless you name it: read that file, then replay {path} --world {file}"
+            f"{path} names a world file of its own, {_as_data(file)}, and replay runs no Python "
+            f"a trace names unless you name it: read that file, then {_world_option(path, file)}"
         )
     if world.is_dir():
         raise UsageError(f"--world {world} is a folder; name the world file, a .py file")
@@ -433,13 +492,14 @@ def _trusted_world(path: Path, begin: dict[str, Any], world: Path | None) -> Sce
         raise UsageError(
             f"--world {world} is not the world file {path} was written from: its content's "
             f"sha256 is {given_hash}, the trace records {recorded_hash}; name the file the trace "
-            f"names, {file}, or a copy of it as it was"
+            f"names, {_as_data(file)}, or a copy of it as it was"
         )
     if recorded_hash is None and not same_file:
+        version = begin.get("format", 1)
         raise UsageError(
             f"{path} records no hash of its world file (a trace of format "
-            f"{begin.get('format', 1)}), so only the file it names can be replayed: "
-            f"--world {file}"
+            f"{version if type(version) is int else repr(version)}), so only the file it names "
+            f"can be replayed: --world {_as_data(file)}"
         )
     if recorded_hash is not None and given_hash != recorded_hash:
         print(
@@ -448,7 +508,7 @@ def _trusted_world(path: Path, begin: dict[str, Any], world: Path | None) -> Sce
             file=sys.stderr,
         )
     # The file the user named, recorded as the trace spelled it so that the bytes can match.
-    return ScenarioRef(name=named.name, path=str(world.resolve()), spelled=str(begin["scenario"]))
+    return ScenarioRef(name=named.name, path=str(world.resolve()), spelled=spelled)
 
 
 def _first_difference(recorded: bytes, replayed: bytes) -> list[str]:
@@ -459,7 +519,12 @@ def _first_difference(recorded: bytes, replayed: bytes) -> list[str]:
     for number, (old, new) in enumerate(zip(old_lines, new_lines, strict=False), start=1):
         if old != new:
             old_text, new_text = _shown(old), _shown(new)
-            if old_text == new_text or old_text.strip() == new_text.strip():
+            if (
+                old_text.strip() == new_text.strip()
+                or not old_text.isprintable()
+                or not new_text.isprintable()
+            ):
+                # Alike in print, or holding what does not print (a trace's text is data).
                 old_text, new_text = repr(old_text), repr(new_text)
             return [
                 f"first difference at line {number}",
@@ -472,9 +537,10 @@ def _first_difference(recorded: bytes, replayed: bytes) -> list[str]:
     longer, which = (
         (old_lines, "recorded") if len(old_lines) > len(new_lines) else (new_lines, "replayed")
     )
+    rest = _shown(longer[number - 1])
     return [
         f"first difference at line {number}: only the {which} trace goes on",
-        f"  {which}: {_shown(longer[number - 1])}",
+        f"  {which}: {rest if rest.isprintable() else repr(rest)}",
     ]
 
 

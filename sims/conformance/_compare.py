@@ -77,6 +77,11 @@ def _show(value: Any) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
+def _key(value: Any) -> str:
+    """A key or a code as it is when it is a plain name, else quoted as data."""
+    return value if isinstance(value, str) and value.isidentifier() else _show(value)
+
+
 def _walk(path: str, reference: Any, target: Any, strict: bool, out: Comparison) -> bool:
     """Whether the two agree (allowances counted into ``out``); on the first difference, ``out``
     says where and what, and the walk stops."""
@@ -89,7 +94,8 @@ def _walk(path: str, reference: Any, target: Any, strict: bool, out: Comparison)
         return False
     if kind == "object":
         missing = [key for key in reference if key not in target]
-        extra = [key for key in target if key not in reference]
+        # The target's keys are its text: shown as data unless they are plain names.
+        extra = [_key(key) for key in target if key not in reference]
         if missing or extra:
             out.difference = (
                 f"at {where} the target's fields differ"
@@ -194,7 +200,7 @@ def _outcome(reply: Any) -> str:
     if reply["ok"]:
         return f"answered {_show(reply.get('result'))}"
     error = reply.get("error") or {}
-    return f"refused ({error.get('code')}: {_show(error.get('message'))})"
+    return f"refused ({_key(error.get('code'))}: {_show(error.get('message'))})"
 
 
 def compare_replies(

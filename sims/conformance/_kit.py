@@ -112,7 +112,7 @@ class ConformanceReport:
         words = ["python", "-m", "sims", "conformance", "--target", self.target]
         if self.strict:
             words.append("--strict")
-        words += ["--replay", json.dumps(self.history, separators=(",", ":"), ensure_ascii=False)]
+        words += ["--replay", _json_shown(self.history)]
         return shlex.join(words)
 
     def test_source(self) -> str:
@@ -318,8 +318,16 @@ _NO_TABLES: Final[dict[str, Any]] = {"runs": [], "steps": []}
 _SHOWN_MAX: Final = 600
 
 
-def _shown(value: Any) -> str:
+def _json_shown(value: Any) -> str:
+    """Compact JSON to print: readable non-ASCII text, unless some character would not print as
+    itself (a lone surrogate, a terminal's escape, a direction override; from a target's reply or
+    a generated history), when every such character is escaped as JSON writes it."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return text if text.isprintable() else json.dumps(value, separators=(",", ":"))
+
+
+def _shown(value: Any) -> str:
+    text = _json_shown(value)
     return text if len(text) <= _SHOWN_MAX else text[: _SHOWN_MAX - 3] + "..."
 
 
