@@ -71,8 +71,24 @@ REFUSALS: Final[tuple[tuple[str, str, dict[str, Any], str], ...]] = (
         {"key": _KEY, "row": {**_ROW, "payload": _SURROGATE}},
         _NOW,
     ),
+    (
+        "start_or_join",
+        "a running row with an end",
+        {"key": _KEY, "row": {**_ROW, "ended_at": _NOW}},
+        _NOW,
+    ),
+    (
+        "start_or_join",
+        "a lease past a year",
+        {
+            "key": _KEY,
+            "row": {**_ROW, "lease_owner": "o1", "next_attempt_at": "2027-10-05T12:00:00.000Z"},
+        },
+        _NOW,
+    ),
     ("due_keys", "a bound not in the ISO form", {"now_param": "now", "max": 5}, _NOW),
     ("due_keys", "a negative limit", {"now_param": _NOW, "max": -1}, _NOW),
+    ("due_keys", "a limit past SQLite's integers", {"now_param": _NOW, "max": 2**63}, _NOW),
     ("claim", "an empty owner", {"id": "r01", "owner": "", "lease_ms": 1000}, _NOW),
     ("claim", "a lease of 0 ms", {"id": "r01", "owner": "o1", "lease_ms": 0}, _NOW),
     (
@@ -104,6 +120,12 @@ REFUSALS: Final[tuple[tuple[str, str, dict[str, Any], str], ...]] = (
         _NOW,
     ),
     ("begin", "a negative margin", {"id": "r01", "owner": "o1", "margin_ms": -1}, _NOW),
+    (
+        "begin",
+        "a margin past a year",
+        {"id": "r01", "owner": "o1", "margin_ms": 31_536_000_001},
+        _NOW,
+    ),
     ("miss", "no note", {"id": "r01", "owner": "o1", "note": None}, _NOW),
     (
         "patch",
@@ -138,6 +160,7 @@ REFUSALS: Final[tuple[tuple[str, str, dict[str, Any], str], ...]] = (
     ("list", "a status that is not a run's", {"filter": {"status": "paused"}}, _NOW),
     ("list", "a key field that is not text", {"filter": {"job": 5}}, _NOW),
     ("list", "a limit that is not a number", {"filter": {"limit": "ten"}}, _NOW),
+    ("list", "a limit past every float", {"filter": {"limit": 10**400}}, _NOW),
     (
         "import_dump",
         "a dump named for another scope",
