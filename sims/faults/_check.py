@@ -226,9 +226,10 @@ def _shown(value: object) -> str:
     if type(value) is not int or -(10**30) < value < 10**30:
         return repr(value)
     try:
-        return f"an int of {len(str(abs(value)))} digits"
+        digits = f"of {len(str(abs(value)))} digits"
     except ValueError:  # past sys.get_int_max_str_digits()
-        return "an int of thousands of digits"
+        digits = "of thousands of digits"
+    return f"{'a negative' if value < 0 else 'an'} int {digits}"
 
 
 def _whole(value: object, name: str) -> str | None:

@@ -215,8 +215,8 @@ def test_a_negative_int_margin_of_any_size_is_refused_as_negative() -> None:
     assert refusal(caught) == [
         (
             "margin_ms",
-            "is an int of 401 digits; the BEGIN margin is a finite number of milliseconds, 0 or "
-            "more",
+            "is a negative int of 401 digits; the BEGIN margin is a finite number of "
+            "milliseconds, 0 or more",
         )
     ]
 
@@ -229,7 +229,7 @@ def test_an_operator_read_limit_past_every_number_is_refused(limit: int) -> None
         db.list(JobRunFilter(limit=limit), now=T0)
     [(path, message)] = refusal(caught)
     assert path == "filter.limit"
-    assert message.startswith("is an int of ")
+    assert message.startswith("is a negative int of " if limit < 0 else "is an int of ")
     assert message.endswith(
         " digits, past any number JSON carries; pass a limit of up to 500 rows, or None for the "
         "default"

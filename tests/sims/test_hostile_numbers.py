@@ -79,7 +79,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
         ),
         (
             DelayLeg(drive="cron", operation="begin", nth=1, leg="reply", ms=-(10**400)),
-            "ms=an int of 401 digits; give a finite number of ms >= 0",
+            "ms=a negative int of 401 digits; give a finite number of ms >= 0",
         ),
         (
             StoreClockFault(skew_ms=10**400),
