@@ -70,7 +70,16 @@ class UnsyncedWrite(ScopeHostError):
 
 
 class HostClosed(ScopeHostError):
-    """The scope host has shut down; no scope can be reached through it any more."""
+    """The scope host has shut down (or was shutting down as the call came): no scope can be
+    reached through it any more. The call did not run, unless the message says its reply was on
+    the wire."""
+
+
+def host_closed(scope_id: str, operation: str) -> HostClosed:
+    """A call that found its host closed: it never reached the scope."""
+    return HostClosed(
+        f"{operation} on scope {scope_id!r}: the scope host is closed; the operation did not run"
+    )
 
 
 class DoorHeld(ScopeHostError):

@@ -150,6 +150,8 @@ class OutputGate:
         #: The scope files (by path) a sync of failed, with its error, until a reopening checked
         #: them: they outlive the actor whose sync failed (see ``_recheck``).
         self.tainted: dict[str, OSError] = {}
+        #: Set once the group-commit loop has ended with its host: no batch will run again.
+        self.closed = False
 
     def taint(self, files: ScopeFiles, error: OSError) -> None:
         """A sync of ``files`` failed: nothing of its scope is acknowledged until it reopens."""
@@ -163,6 +165,12 @@ class OutputGate:
         if files.failed is not None:
             # Ran before its actor heard of the failure: whatever it showed may not be durable.
             message.settle(_unsynced(message, outcome, files.failed))
+            return
+        if self.closed:
+            # Ran as the host closed (a heavy operation's thread returned late): no batch will
+            # sync it, and a reply held for one would wait for ever.
+            unsynced = files.unsynced or files.held
+            message.settle(_unsynced(message, outcome, None) if unsynced else outcome)
             return
         if not self.threaded:
             if files.unsynced:
@@ -218,6 +226,7 @@ class OutputGate:
         finally:
             # The host is closing: nobody may wait for a sync that will never run, and nobody
             # may be told a write is durable that no sync covered.
+            self.closed = True
             for unsynced in (self._syncing, self._next):
                 if unsynced is None:
                     continue

@@ -27,7 +27,7 @@ from ._clock import Clock, WallClock
 from ._database import ModuleOperation, ScopeDatabase
 from ._deadline import run_within
 from ._describe import describe
-from ._errors import DoorHeld, HostClosed, ScopeFileForeign, ScopeFileGone
+from ._errors import DoorHeld, HostClosed, ScopeFileForeign, ScopeFileGone, host_closed
 from ._files import OpenedFiles
 from ._gate import OutputGate, runs_on_the_wall_clock
 from ._identity import foreign_file_message, record_scope, recorded_scope
@@ -121,6 +121,8 @@ class ScopeHost:
         self._known = KnownScopes(directory) if directory is not None else None
         self._held_doors: set[tuple[str, str]] = set()
         self._direct = Link(name=DIRECT_LINK)
+        #: Set as the host begins to close, before its tasks are cancelled: from then on no call
+        #: reaches a scope, and each is answered ``HostClosed`` instead.
         self.closed = False
 
     # -- the scopes ---------------------------------------------------------------------------
@@ -175,6 +177,9 @@ class ScopeHost:
     def start_soon(self, async_fn: Callable[..., Awaitable[None]], *args: Any) -> None:
         """Run a task in the host's nursery: work that outlives its caller, as a request the
         caller gave up on and the wire still carries."""
+        if self.closed:
+            # Its nursery is closing or closed: Trio would refuse with a RuntimeError of its own.
+            raise HostClosed("the scope host is closed; it starts no more work")
         self._nursery.start_soon(async_fn, *args)
 
     # -- time ---------------------------------------------------------------------------------
@@ -202,7 +207,7 @@ class ScopeHost:
     ) -> LinkOutcome:
         """Queue one operation at the scope's actor and wait for its answer."""
         if self.closed:
-            raise HostClosed(f"{operation} on scope {scope_id!r}: the scope host is closed")
+            raise host_closed(scope_id, operation)
         message = Message(operation, args)
         self._actor(scope_id).submit(message)
         assert message.done is not None
@@ -222,6 +227,8 @@ class ScopeHost:
         """Queue one operation at the scope's actor; ``reply`` hears the outcome as it runs.
         ``at_once``: the request is off the wire, outside any task, and an idle actor may serve
         it at once (see ``ScopeActor.submit``)."""
+        if self.closed:
+            raise host_closed(scope_id, operation)
         self._actor(scope_id).submit(Message(operation, args, reply), at_once=at_once)
 
     def observe_rpc(
@@ -421,6 +428,11 @@ class ScopeHost:
         if opened is not None:
             opened.clear_stale_log()
 
+    def _begin_closing(self) -> None:
+        """Before the host's tasks are cancelled: no call may reach a scope from now on (an actor
+        started now would never run, and Trio refuses a task once the nursery closed)."""
+        self.closed = True
+
     def _close(self) -> None:
         self.closed = True
         if self._known is not None:
@@ -502,7 +514,13 @@ async def open_scope_host(
         try:
             yield host
         finally:
+            # Every call gets an answer: none reaches a scope from now on; the actors answer the
+            # calls they hold as they end (``HostClosed``), the gate the replies it holds
+            # (``UnsyncedWrite``); and the network runs what is left on its timer for the callers
+            # outside this block, whose tasks are not cancelled with it.
+            host._begin_closing()
             nursery.cancel_scope.cancel()
+            host.network.close()
     host._close()
 
 

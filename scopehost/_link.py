@@ -38,7 +38,7 @@ import trio
 
 from driver import STORE_PORT_OPERATIONS
 
-from ._errors import HostClosed, ReplyDropped, RequestAbandoned, RequestDropped
+from ._errors import HostClosed, ReplyDropped, RequestAbandoned, RequestDropped, host_closed
 from ._network import Timed, withdraw
 
 if TYPE_CHECKING:
@@ -204,6 +204,8 @@ class Link:
         self, host: ScopeHost, scope_id: str, operation: str, args: tuple[Any, ...]
     ) -> Any:
         """Carry one operation to ``scope_id`` and its answer back, across both legs."""
+        if host.closed:
+            raise host_closed(scope_id, operation)
         self._seq += 1
         call = LinkCall(self.name, self._seq, scope_id, operation, args)
         host.observe_rpc("rpc.send", call, None)
@@ -212,7 +214,9 @@ class Link:
         if delay == 0:
             flight.arrive()
         else:
-            flight.timed = host.network.after(delay / 1000.0, flight.arrive_off_the_wire)
+            flight.timed = host.network.after(
+                delay / 1000.0, flight.arrive_off_the_wire, wakes=True
+            )
         step = await flight.next_step()
         if isinstance(step, list):
             # Some hooks want this request: they run here, in the calling task.
@@ -243,7 +247,14 @@ class Link:
         if isinstance(step, tuple):
             # Some hooks want this reply: they run here, then the reply leg's delay.
             dropped = await _reply_verdict(step, call, outcome) or _take(self._reply_drops, call)
-            await host.network.sleep_ms(self.delay_ms(self.reply_ms, call))
+            try:
+                await host.network.sleep_ms(self.delay_ms(self.reply_ms, call))
+            except HostClosed:
+                raise HostClosed(
+                    f"reply to {operation} #{call.seq} on link {self.name!r} from scope "
+                    f"{scope_id!r} was on the wire when the scope host closed: the operation ran "
+                    f"at {outcome.executed_at}"
+                ) from None
         else:
             dropped = step is _REPLY_DROPPED
         if dropped:
@@ -257,10 +268,13 @@ class Link:
 
     async def _deliver_late(self, host: ScopeHost, call: LinkCall, ms: float) -> None:
         """The abandoned request's own way to the scope: it runs there, and nobody hears back."""
-        await host.network.sleep_ms(ms)
+        try:
+            await host.network.sleep_ms(ms)
+        except HostClosed:
+            return  # the host closed while the request was in flight: it never arrived
         host.observe_rpc("rpc.late", call, None)
         if host.closed:
-            return  # the host closed while the request was in flight: it never arrived
+            return  # it arrived as the host closed: it never reached the scope
 
         def ran(outcome: LinkOutcome) -> None:
             # In the actor's task, as it ran: the trace keeps the store's order.
@@ -411,6 +425,17 @@ class _Flight:
     def arrive(self, *, at_once: bool = False) -> None:
         """The request's delay is over: hooks, then drop rules, then the scope's queue."""
         self.timed = None
+        if self.host.closed:
+            # Run by the network as its host closed: no hook may hold the caller any longer.
+            call = self.call
+            self._wake(
+                HostClosed(
+                    f"request {call.operation} #{call.seq} on link {call.link!r} to scope "
+                    f"{call.scope_id!r} was on the wire when the scope host closed: the "
+                    "operation did not run"
+                )
+            )
+            return
         try:
             wanting = [
                 hook
@@ -430,9 +455,7 @@ class _Flight:
         call = self.call
         host = self.host
         if host.closed:
-            self._wake(
-                HostClosed(f"{call.operation} on scope {call.scope_id!r}: the scope host is closed")
-            )
+            self._wake(host_closed(call.scope_id, call.operation))
             return
         host.submit(call.scope_id, call.operation, call.args, self.replied, at_once=at_once)
 
@@ -460,7 +483,9 @@ class _Flight:
         if delay == 0:
             self._wake(step)
         else:
-            self.timed = self.host.network.after(delay / 1000.0, lambda: self._wake(step))
+            self.timed = self.host.network.after(
+                delay / 1000.0, lambda: self._wake(step), wakes=True
+            )
 
 
 async def _request_verdict(hooks: list[RequestHook], call: LinkCall) -> RequestVerdict:

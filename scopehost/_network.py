@@ -22,6 +22,15 @@ run outside any task, which is why they must not block; one that raises takes th
 its error (the parked network task re-raises it), never silently. This is only right while nothing
 else in the run waits for all tasks to be blocked (``trio.testing.wait_all_tasks_blocked``): the
 clock would move before that waiter wakes. Tests that sequence tasks so keep the default.
+
+When its host closes, the network closes too (:meth:`Network.close`): no time is left. An entry
+that wakes a waiter (added with ``wakes=True``: a leg of a call, a sleep) runs at once, so a
+request on the wire finds the host closed and wakes its caller with ``HostClosed``, a reply on
+the wire is delivered, and a sleeper is woken with ``HostClosed``; one added later runs as it is
+added. Every other entry (an idle check, a deadline) is dropped, since it could only schedule more
+work on a host that does none. The host's own tasks are cancelled first, which withdraws their
+entries; what is left belongs to tasks outside its block, which would otherwise wait for ever on a
+timer nobody runs.
 """
 
 from __future__ import annotations
@@ -37,7 +46,10 @@ import outcome
 import trio
 import trio.testing
 
-#: One heap entry: ``[due, seq, action]``; the action becomes None once the entry is withdrawn.
+from ._errors import HostClosed
+
+#: One heap entry: ``[due, seq, action, wakes]``; the action becomes None once the entry is
+#: withdrawn, and ``wakes`` says whether it runs when the network closes.
 Timed = list[Any]
 
 
@@ -56,22 +68,29 @@ class Network:
         #: time. A waiter with an earlier one moves that deadline itself, so adding a wait never
         #: costs the network task a wake-up of its own.
         self._timer: trio.CancelScope | None = None
+        #: Set once its host closes: from then on an entry runs as it is added.
+        self.closed = False
 
-    def at(self, due: float, action: Callable[[], None]) -> Timed:
+    def at(self, due: float, action: Callable[[], None], *, wakes: bool = False) -> Timed:
         """Run ``action`` once virtual time reaches ``due`` (seconds), in (due, seq) order.
 
         ``action`` must not block: it runs between two other entries. Withdraw the entry with
-        :func:`withdraw` (a waiter that was cancelled)."""
-        entry: Timed = [due, next(self._seq), action]
+        :func:`withdraw` (a waiter that was cancelled). ``wakes``: the action wakes a waiter,
+        and runs at once when the network closes (see the module's docstring)."""
+        if self.closed:
+            if wakes:
+                action()  # no time is left to wait for
+            return [due, -1, None, False]
+        entry: Timed = [due, next(self._seq), action, wakes]
         heapq.heappush(self._heap, entry)
         timer = self._timer
         if timer is not None and due < timer.deadline:
             timer.deadline = due
         return entry
 
-    def after(self, seconds: float, action: Callable[[], None]) -> Timed:
+    def after(self, seconds: float, action: Callable[[], None], *, wakes: bool = False) -> Timed:
         """:meth:`at` ``seconds`` from now."""
-        return self.at(self.now() + seconds, action)
+        return self.at(self.now() + seconds, action, wakes=wakes)
 
     async def sleep_ms(self, ms: float) -> None:
         """Sleep ``ms`` milliseconds of virtual time, woken in (due, seq) order."""
@@ -82,14 +101,35 @@ class Network:
         await self.sleep_until(self.now() + ms / 1000.0)
 
     async def sleep_until(self, due: float) -> None:
+        self._check_open()
         task = trio.lowlevel.current_task()
-        entry = self.at(due, partial(trio.lowlevel.reschedule, task))
+        entry = self.at(due, partial(trio.lowlevel.reschedule, task), wakes=True)
 
         def abort(_: Any) -> trio.lowlevel.Abort:
             withdraw(entry)
             return trio.lowlevel.Abort.SUCCEEDED
 
         await trio.lowlevel.wait_task_rescheduled(abort)
+        if self.now() < due:
+            self._check_open()  # woken before its time: by the close
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise HostClosed(
+                "the scope host is closed: nothing more happens in its time, and a sleep on it "
+                "would never end"
+            )
+
+    def close(self) -> None:
+        """The host closed: run every entry left that wakes a waiter, in (due, seq) order, now,
+        and drop the rest (see the module's docstring). Call it once the host's own tasks are
+        cancelled."""
+        self.closed = True
+        heap = self._heap
+        while heap:
+            _, _, action, wakes = heapq.heappop(heap)
+            if action is not None and wakes:
+                action()
 
     async def serve(self) -> None:
         """Run the entries as they fall due, forever (until cancelled with its nursery)."""
