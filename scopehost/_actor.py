@@ -18,18 +18,32 @@ actor on the same database.
 
 from __future__ import annotations
 
+import errno
+import sqlite3
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import trio
 
 from ._clock import Clock
 from ._database import ScopeDatabase
-from ._errors import HostClosed, ScopeEvicted, ScopeHostError, ScopeSyncFailed, ScopeUnavailable
+from ._errors import (
+    HostClosed,
+    ScopeEvicted,
+    ScopeFileChanged,
+    ScopeHostError,
+    ScopeSyncFailed,
+    ScopeUnavailable,
+)
 from ._gate import OutputGate, ScopeFiles, runs_on_the_wall_clock
 from ._heavy import PAUSED_COLLECTION, is_heavy
 from ._link import LinkOutcome
+from ._watch import FileWatch, changed_file_message
+
+#: Closes a scope's database; with the scope's ``FileWatch`` when its file was written behind it.
+CloseDatabase = Callable[[ScopeDatabase, FileWatch | None], None]
 
 
 class Message:
@@ -69,7 +83,7 @@ class ScopeActor:
         self,
         scope_id: str,
         open_database: Callable[[], ScopeDatabase],
-        close_database: Callable[[ScopeDatabase], None],
+        close_database: CloseDatabase,
         clock: Clock,
         on_idle: Callable[[ScopeActor], None] | None = None,
         gate: OutputGate | None = None,
@@ -80,6 +94,10 @@ class ScopeActor:
         self._gate = gate if file_path is not None else None
         self._file_path = file_path
         self._files: ScopeFiles | None = None
+        #: A directory scope's watch on its file and log (see ``_watch``), and whether it found
+        #: them written behind it (the actor then serves nothing more).
+        self._watch: FileWatch | None = None
+        self._changed = False
         #: Heavy operations go to a worker thread (only under the wall clock; see ``_heavy``).
         self._offload = runs_on_the_wall_clock()
         self._on_idle = on_idle
@@ -151,7 +169,7 @@ class ScopeActor:
         self._wake()
         database, self._database = self._database, None
         if database is not None:
-            self._close_database(database)
+            self._close(database)
         return True
 
     def evict(self) -> None:
@@ -164,7 +182,7 @@ class ScopeActor:
         if not self._in_operation:
             database, self._database = self._database, None
             if database is not None:
-                self._close_database(database)
+                self._close(database)
         self._wake()
 
     async def serve(self) -> None:
@@ -176,6 +194,8 @@ class ScopeActor:
                 return  # evicted before it began: nothing to open
             try:
                 database = self._database = self._open_database()
+                if self._file_path is not None:
+                    self._watch = FileWatch(self._file_path, database.connection)
                 if self._gate is not None and self._file_path is not None:
                     self._files = ScopeFiles(self._file_path)
             except Exception as error:
@@ -214,37 +234,101 @@ class ScopeActor:
             # Unless a retirement closed it already.
             closing, self._database = self._database, None
             if closing is not None:
-                self._close_database(closing)
+                self._close(closing)
 
     def _abort(self, _: Any) -> trio.lowlevel.Abort:
         self._parked = None
         return trio.lowlevel.Abort.SUCCEEDED
 
     def _serve_one(self, database: ScopeDatabase, message: Message) -> None:
-        if self.evicted:
-            self._refuse(message, self._evicted_error(message))
-            return
-        files = self._files
-        if files is not None and files.failed is not None:
-            self._refuse(message, self._sync_failed_error(message, files.failed))
-            return
-        self._settle(database, message, self._execute(database, message, self._clock.now()))
+        # A scope in memory that was not evicted needs no look (the simulator's every call).
+        if self.evicted or self._watch is not None:
+            refusal = self._refusal(message)
+            if refusal is not None:
+                self._refuse(message, refusal)
+                return
+        outcome = self._execute(database, message, self._clock.now())
+        if self._watch is not None:
+            self._ran(self._watched(database))
+        self._settle(database, message, outcome)
 
     async def _serve_offloaded(self, database: ScopeDatabase, message: Message) -> None:
         """Serve a heavy message in a worker thread; the actor waits for it (one at a time), the
         other scopes do not. Not cancellable: the connection is the thread's until it returns."""
-        files = self._files
-        if files is not None and files.failed is not None:
-            self._refuse(message, self._sync_failed_error(message, files.failed))
+        refusal = self._refusal(message)
+        if refusal is not None:
+            self._refuse(message, refusal)
             return
         now = self._clock.now()
+
+        def work() -> tuple[LinkOutcome, sqlite3.Error | None]:
+            # The log may need folding after a big write: in the thread too, as it is long work.
+            return self._execute(database, message, now), self._watched(database)
+
         self._in_operation = True
         try:
             with PAUSED_COLLECTION:
-                outcome = await trio.to_thread.run_sync(self._execute, database, message, now)
+                outcome, fold_error = await trio.to_thread.run_sync(work)
         finally:
             self._in_operation = False
+        self._ran(fold_error)
         self._settle(database, message, outcome)
+
+    def _refusal(self, message: Message) -> ScopeHostError | None:
+        """Why ``message`` may not run now, if it may not."""
+        if self.evicted:
+            return self._evicted_error(message)
+        files = self._files
+        if files is not None and files.failed is not None:
+            return self._sync_failed_error(message, files.failed)
+        watch = self._watch
+        if watch is not None and (self._changed or self._found_changed(watch)):
+            self._shut_on_change()
+            assert self._file_path is not None
+            return ScopeFileChanged(
+                f"{message.operation} did not run: "
+                + changed_file_message(self.scope_id, Path(self._file_path))
+            )
+        return None
+
+    def _watched(self, database: ScopeDatabase) -> sqlite3.Error | None:
+        """After an operation: the watch notes the log, and folds it when long; what the fold
+        raised (its sync failed)."""
+        watch = self._watch
+        if watch is None:
+            return None
+        try:
+            watch.ran(database.connection)
+        except sqlite3.Error as error:
+            return error
+        return None
+
+    def _ran(self, fold_error: sqlite3.Error | None) -> None:
+        if fold_error is None or self._files is None or self._gate is None:
+            return  # without the gate, as SQLite's own checkpoints, a failed fold is not heard
+        self._gate.taint(
+            self._files,
+            OSError(errno.EIO, f"folding the log into the file failed ({fold_error})"),
+        )
+
+    def _shut_on_change(self) -> None:
+        """The file or log was written behind the scope: close now, without folding the log into
+        what is there (see ``_watch``); the host's next actor refuses until an eviction."""
+        self._changed = True
+        self.closed = True
+        self._accepting = False
+        database, self._database = self._database, None
+        if database is not None:
+            self._close(database)
+
+    def _found_changed(self, watch: FileWatch) -> bool:
+        database = self._database
+        return database is not None and watch.changed(database.connection)
+
+    def _close(self, database: ScopeDatabase) -> None:
+        watch = self._watch
+        changed = watch is not None and (self._changed or watch.changed(database.connection))
+        self._close_database(database, watch if changed else None)
 
     def _settle(self, database: ScopeDatabase, message: Message, outcome: LinkOutcome) -> None:
         files = self._files

@@ -64,6 +64,14 @@ class ScopeSyncFailed(ScopeUnavailable):
     file that fails the check is refused with this error too, naming what the check found."""
 
 
+class ScopeFileChanged(ScopeUnavailable):
+    """The scope's file (or its log) was written by something other than its host while the scope
+    had it open: copied over in place, rolled back to an older copy, or another scope's file put
+    there. The scope closed without folding its log into the file, and refuses every call (they
+    did not run) until ``ScopeHost.evict`` says the file now there is the one to open; that file
+    is then checked before it serves."""
+
+
 class UnsyncedWrite(ScopeHostError):
     """The operation committed, but the output gate could not make it durable (the sync failed,
     or the host closed first): it may or may not survive a power cut."""

@@ -13,11 +13,14 @@ back with the restored file is the restore's own and stays.
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import attrs
 
 Identity = tuple[int, int]
+#: A file as ``stat`` finds it: device, inode, size, and the times of its last write and change.
+Stamp = tuple[int, int, int, int, int]
 
 
 def identity(path: Path) -> Identity | None:
@@ -53,6 +56,34 @@ class OpenedFiles:
             leftover = _beside(self.path, suffix)
             if opened is not None and identity(leftover) == opened:
                 leftover.unlink(missing_ok=True)
+
+    def close_unfolded(self, connection: sqlite3.Connection, our_log: Stamp | None) -> None:
+        """Close ``connection`` without letting SQLite fold its log into the file, which was
+        written behind it (see ``_watch``): folding would lay the old file's pages over the new
+        content. SQLite folds on close only while the path still names its file, so the file is
+        moved aside for the moment of the close. Then the index it used is removed, and its log
+        too, unless somebody wrote that log since the scope last did (put back with the file)."""
+        aside = _beside(self.path, "-closing")
+        os.replace(self.path, aside)
+        try:
+            connection.close()
+        finally:
+            os.replace(aside, self.path)
+        index = _beside(self.path, "-shm")
+        if self.index is not None and identity(index) == self.index:
+            index.unlink(missing_ok=True)
+        log = _beside(self.path, "-wal")
+        if our_log is not None and stamp(log) == our_log:
+            log.unlink(missing_ok=True)
+
+
+def stamp(path: Path | str) -> Stamp | None:
+    """``path`` as ``stat`` finds it now, or None when nothing is there."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
 
 
 def _beside(path: Path, suffix: str) -> Path:

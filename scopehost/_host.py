@@ -37,6 +37,7 @@ from ._network import Network, check_jumpable_clock
 from ._recheck import check_reopened
 from ._retirement import Retirement, check_idle_ms, check_max_open, out_of_file_handles
 from ._stub import ScopeDoor, ScopeStub
+from ._watch import FileWatch, accept_changed, check_noted, note_changed, note_path
 
 #: The name of the zero-latency link a stub gets when its caller passes none.
 DIRECT_LINK = "direct"
@@ -161,12 +162,17 @@ class ScopeHost:
         self._held_doors.discard((check_scope_id(scope_id), check_module_id(module_id)))
 
     def evict(self, scope_id: str) -> bool:
-        """Abort the scope's actor as a DO eviction does. False when it had none running."""
+        """Abort the scope's actor as a DO eviction does. False when it had none running.
+
+        In a directory it also says: open the file at the scope's path as it is now. A file
+        written behind the open scope (see ``_watch``) is refused until then, and checked at the
+        next open."""
         actor = self._actors.pop(check_scope_id(scope_id), None)
-        if actor is None:
-            return False
-        actor.evict()
-        return True
+        if actor is not None:
+            actor.evict()
+        if self.directory is not None:
+            accept_changed(self._path(scope_id))
+        return actor is not None
 
     def register_operation(self, name: str, operation: ModuleOperation) -> None:
         """Add a module operation; actors started from now on serve it."""
@@ -319,6 +325,7 @@ class ScopeHost:
         # A scope this directory has held is opened without the right to create its file
         # (mode=rw): if the file is gone, SQLite fails instead of starting it over empty.
         known = self._known.holds(scope_id)
+        check_noted(None, path, scope_id)
         try:
             connection = sqlite3.connect(
                 f"file:{quote(str(path))}?mode={'rw' if known else 'rwc'}",
@@ -334,6 +341,10 @@ class ScopeHost:
                 # the actor, cost twelve times as much and could not be shared.
                 connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute("PRAGMA synchronous=NORMAL")
+                # The scope folds its log into the file itself (see ``_watch``): the file then
+                # changes only when it knows, and a change by anything else shows.
+                connection.execute("PRAGMA wal_autocheckpoint=0")
+                check_noted(connection, path, scope_id)
                 owner = recorded_scope(connection)
                 if owner is not None and owner != scope_id:
                     raise ScopeFileForeign(foreign_file_message(scope_id, str(path), owner))
@@ -417,13 +428,20 @@ class ScopeHost:
             del self._actors[scope_id]
         for suffix in ("-wal", "-shm"):
             path.with_name(path.name + suffix).unlink(missing_ok=True)
+        note_path(path).unlink(missing_ok=True)
         self._known.discard(scope_id)
 
-    def _close_database(self, database: ScopeDatabase) -> None:
+    def _close_database(self, database: ScopeDatabase, changed: FileWatch | None = None) -> None:
         # An in-memory database IS its connection: it stays open for the next actor.
         if self.directory is None:
             return
         opened = self._opened.pop(database, None)
+        if changed is not None and opened is not None:
+            # Written behind the scope: keep exactly what was put there, and refuse it until an
+            # eviction says to open it (see ``_watch``).
+            note_changed(opened.path)
+            opened.close_unfolded(database.connection, changed.our_log)
+            return
         database.connection.close()
         if opened is not None:
             opened.clear_stale_log()

@@ -42,7 +42,7 @@ def _memory_actor() -> tuple[sqlite3.Connection, ScopeActor]:
     """An actor of scope ``s1`` on an in-memory database, not yet serving."""
     connection = sqlite3.connect(":memory:", isolation_level=None)
     actor = ScopeActor(
-        "s1", lambda: ScopeDatabase(connection, "s1"), lambda database: None, StoreClock()
+        "s1", lambda: ScopeDatabase(connection, "s1"), lambda database, changed: None, StoreClock()
     )
     return connection, actor
 
