@@ -222,7 +222,12 @@ def with_user_checks(report: CheckReport, scenario: Scenario, trace: Trace) -> C
 
 
 def check_name(check: Callable[..., Any]) -> str:
-    """How a user's check is named in its findings: its function's name, dashed."""
+    """How a user's check is named in its findings: its function's name, dashed; a ready-made
+    check says its own name (``bank.pay_once-at-most-once-per-order``), which keeps the call's
+    spelling."""
+    named = getattr(check, "check_name", None)
+    if isinstance(named, str):
+        return named
     return str(getattr(check, "__name__", "user-check")).replace("_", "-")
 
 

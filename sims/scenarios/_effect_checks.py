@@ -26,6 +26,7 @@ class _Effect:
     """One call that changed its service: who made it, in which pass and step, and when."""
 
     at_ms: float
+    sent_ms: float
     drive: str
     run: str
     seq: int
@@ -34,11 +35,16 @@ class _Effect:
     step: str | None
 
     def said(self) -> str:
-        where = f"#{self.seq} by {self.drive}"
+        # The drive's own call number, as its trace events and a plan's faults count calls: a
+        # call sent early and delivered late lands after one sent later.
+        where = f"{self.drive}'s call #{self.seq}"
         if self.owner:
-            where += f" (pass {short(self.owner)})"
+            where += f" (pass {short(self.owner)}"
+        else:
+            where += " (no pass"
         step = f", step {self.step!r}" if self.step else ""
-        return f"{where} of run {short(self.run)}{step} at {ms(self.at_ms)} ms"
+        sent = f"sent at {ms(self.sent_ms)} ms, " if self.sent_ms != self.at_ms else ""
+        return f"{where} of run {short(self.run)}{step}) {sent}ran at {ms(self.at_ms)} ms"
 
 
 def _effects(trace: Trace, call: str) -> Iterator[_Effect]:
@@ -56,6 +62,7 @@ def _effects(trace: Trace, call: str) -> Iterator[_Effect]:
             send = sent.pop((event["drive"], event["seq"]), {})
             yield _Effect(
                 at_ms=float(event["t"]),
+                sent_ms=float(send.get("t", event["t"])),
                 drive=str(event["drive"]),
                 run=str(event["run"]),
                 seq=int(event["seq"]),
@@ -107,7 +114,7 @@ def at_most_once(call: str, *, key: str) -> Check:
                 )
         return found
 
-    check.__name__ = f"{call}-at-most-once-per-{key}"
+    check.__name__ = check.check_name = f"{call}-at-most-once-per-{key}"  # type: ignore[attr-defined]
     return check
 
 
@@ -148,5 +155,5 @@ def once_per_done_run(call: str) -> Check:
                 )
         return found
 
-    check.__name__ = f"{call}-once-per-done-run"
+    check.__name__ = check.check_name = f"{call}-once-per-done-run"  # type: ignore[attr-defined]
     return check

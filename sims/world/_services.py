@@ -433,7 +433,13 @@ class Services:
         before = copy.deepcopy(state)
         # The operation gets its own copy of the arguments, and the caller a copy of the result:
         # nothing crosses the wire by reference.
-        result = operation.fn(state, copy.deepcopy(args))
+        try:
+            result = operation.fn(state, copy.deepcopy(args))
+        except ServiceRefused:
+            # A refusal means it did not run: what the operation wrote before it refused is
+            # undone, as a provider's transaction would be (and its key is not remembered).
+            self.state[service.name] = before
+            raise
         result = _json_copy(result, f"the result of {call.operation}")
         effect = state != before
         if key is not None:

@@ -258,6 +258,27 @@ def test_an_operation_that_refuses_did_not_run() -> None:
     assert all(e["effect"] is False for e in events(outcome, "svc.exec"))
 
 
+def test_an_operation_that_writes_then_refuses_leaves_no_trace_of_it() -> None:
+    def half(state: dict[str, Any], args: dict[str, Any]) -> None:
+        state["written"] = True
+        raise ServiceRefused("changed its mind")
+
+    seen: list[Any] = []
+
+    async def handler(ctx: JobPassContext) -> JobPassResult:
+        try:
+            await call_service(ctx, "bank", "half", {"order": "o-1"})
+        except ServiceRefused as refused:
+            seen.append(str(refused))
+        seen.append(await call_service(ctx, "bank", "state", {}))
+        return JobPassResult(done=True)
+
+    bank = Service("bank", operations={"half": half, "state": lambda state, args: state})
+    outcome = world(handler, services=(bank,))
+    assert seen == ["changed its mind", {}]
+    assert [e["effect"] for e in events(outcome, "svc.exec")] == [False, False]
+
+
 def test_transient_refusals_are_drawn_from_the_seed() -> None:
     flaky = Service("bank", operations={"pay": pay}, refuses=0.5)
     refusals = []
@@ -335,10 +356,12 @@ def test_a_stale_pass_runs_on_after_the_last_run_ended_and_its_late_effect_is_ju
     assert sends[1]["t"] > closing["t"]
     check = at_most_once("mailer.send", key="order")
     (finding,) = check(outcome.trace)
-    assert finding.text.startswith("mailer.send with order='o-1' took effect 2 times: ")
+    assert finding.text.startswith(
+        "mailer.send with order='o-1' took effect 2 times: alarm's call #"
+    )
     assert finding.at_ms == sends[1]["t"]
-    assert "by alarm (pass" in finding.text
-    assert "by cron (pass" in finding.text
+    assert "; cron's call #" in finding.text
+    assert finding.text.endswith(f"sent at 3014 ms, ran at {sends[1]['t']:g} ms")
     (per_run,) = once_per_done_run("mailer.send")(outcome.trace)
     assert "(done) took mailer.send 2 times" in per_run.text
 
