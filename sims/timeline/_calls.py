@@ -11,6 +11,7 @@ made here, so they never disagree.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -49,11 +50,14 @@ KIND_LABELS = {
 def kind_words(call: ServiceCall) -> str:
     """What the call was at the service, in a sentence's words."""
     if call.kind == "effect" and call.copy > 1:
-        return f"an effect, copy {call.copy} of {call.op} for this run: the same work landed again"
+        return (
+            f"an effect, copy {call.copy} of this {call.op} call (the same arguments, in the same "
+            "run): the same work landed again"
+        )
     if call.kind == "effect":
         return "an effect"
     if call.kind == "read":
-        return "a read (it changed nothing)"
+        return "no effect (it changed nothing at the service)"
     if call.kind == "repeat":
         return (
             "a repeat, answered by its idempotency key with the first result (it did not run again)"
@@ -205,6 +209,7 @@ class CallReader:
             step=None if step is None else str(step),
             timeout_ms=event.get("timeout_ms"),
             owner=self.owner_of(drive, run),
+            args=json.dumps(event.get("args"), sort_keys=True, separators=(",", ":")),
         )
         operations = self.services.setdefault(service, [])
         if op not in operations:
@@ -221,7 +226,9 @@ class CallReader:
         else:
             call.kind = "effect" if event.get("effect") is True else "read"
         if call.kind == "effect":
-            key = f"{call.run}/{call.op}"  # as ``sims._trace.service_effect`` keys it
+            # A copy is the same call landing again: an operation called with other arguments
+            # (a stage after another, a new key after a decline) is other work.
+            key = f"{call.run}/{call.op} {call.args}"
             call.copy = self.landed[key] = self.landed.get(key, 0) + 1
             call.late_effect = self.late(call.owner, call.run, t)
 

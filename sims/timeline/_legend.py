@@ -213,7 +213,7 @@ def _service_items() -> list[tuple[str, Callable[[float, float], str], str]]:
             lambda x, y: element(
                 "circle", cx=x, cy=y, r=3.5, fill="#ffffff", stroke=blue, stroke_width=1.5
             ),
-            "call that changed nothing: a read",
+            "call that changed nothing at the service",
         ),
         (
             "svc-repeat",

@@ -204,8 +204,11 @@ class ServiceCall:
     fenced_at: float | None = None
     #: Why its effect landed late (a stale pass's, or after the scenario returned), or None.
     late_effect: str | None = None
-    #: Which landing of its effect this was, by ``RUN/SERVICE.OPERATION`` (the key the checks
-    #: count): 1 the first, 2 the same work again; 0 for a call that made no effect.
+    #: Its arguments as compact JSON: an effect is a copy of another only when it was the same
+    #: call (the same operation, with the same arguments, in the same run).
+    args: str = ""
+    #: Which landing of the same call's effect this was (its run, operation and arguments): 1
+    #: the first, 2 the same work again; 0 for a call that made no effect.
     copy: int = 0
 
     @property

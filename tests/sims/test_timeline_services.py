@@ -309,7 +309,7 @@ KINDS = {"effect": "svc-effect", "read": "svc-read", "repeat": "svc-repeat"}
 LETTERS = {"svc-effect": "A", "svc-read": "a", "svc-repeat": "=", "svc-refused": "x"}
 WORDS = {
     "svc-effect": "an effect",
-    "svc-read": "a read (it changed nothing)",
+    "svc-read": "no effect (it changed nothing at the service)",
     "svc-repeat": (
         "a repeat, answered by its idempotency key with the first result (it did not run again)"
     ),
@@ -520,7 +520,7 @@ def test_a_stale_passs_late_effects_are_marked_where_they_landed() -> None:
     # The service effect: the same work again, landed late, told and ringed where it landed.
     assert (
         f"cron's mailer.send for run {_id(cron.run)} ran at {ms(late_send['t'])} ms: an effect, "
-        f"copy 2 of mailer.send for this run: the same work landed again — a LATE EFFECT: {why}"
+        f"copy 2 of this mailer.send call (the same arguments, in the same run): the same work landed again — a LATE EFFECT: {why}"
     ) in story
     pieces = _pieces(_page("stale"))
     rings = _drawn("stale", "late-effect")
@@ -695,3 +695,29 @@ def test_the_legend_explains_everything_the_service_lanes_draw() -> None:
         assert kinds <= shown
         drawn |= kinds
     assert drawn >= NEW_KINDS
+
+
+def test_the_same_operation_with_other_arguments_is_other_work_not_a_copy() -> None:
+    async def two_stages(ctx: JobPassContext) -> JobPassResult:
+        async def body() -> str:
+            await call_service(ctx, "mailer", "send", {"order": "o-1", "stage": "onboarding"})
+            await call_service(ctx, "mailer", "send", {"order": "o-1", "stage": "active"})
+            await call_service(ctx, "mailer", "send", {"stage": "active", "order": "o-1"})
+            return "sent"
+
+        await ctx.step("stages", body)
+        return JobPassResult(done=True)
+
+    async def drive(world: World) -> None:
+        world.add_drive(DriveSpec(name="cron"))
+        world.add_job("crm", "stages", two_stages)
+        await world.start("cron", "s", "crm", "stages")
+        await world.tick("cron", "s")
+
+    trace = run_world(1, WorldSetup(scopes=("s",), drives=("cron",), services=(MAILER,)), drive)
+    story = [line for line in story_lines(trace.trace.events, limit=1_000) if "mailer.send" in line]
+    said = [line.split(": ", 1)[1] for line in story if " ran at " in line]
+    # The first two differ in their arguments; the third is the second again (keys in another
+    # order are the same arguments).
+    assert [words.startswith("an effect") for words in said] == [True, True, True]
+    assert ["copy 2" in words for words in said] == [False, False, True]
