@@ -520,7 +520,8 @@ def test_a_stale_passs_late_effects_are_marked_where_they_landed() -> None:
     # The service effect: the same work again, landed late, told and ringed where it landed.
     assert (
         f"cron's mailer.send for run {_id(cron.run)} ran at {ms(late_send['t'])} ms: an effect, "
-        f"copy 2 of this mailer.send call (the same arguments, in the same run): the same work landed again — a LATE EFFECT: {why}"
+        "copy 2 of this mailer.send call (the same arguments, in the same run): the same work "
+        f"landed again — a LATE EFFECT: {why}"
     ) in story
     pieces = _pieces(_page("stale"))
     rings = _drawn("stale", "late-effect")
