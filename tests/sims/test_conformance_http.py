@@ -10,6 +10,7 @@ hanging the suite.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import shlex
@@ -178,6 +179,14 @@ def _wire_server(*, hang_up_from: int | None = None, close_each: bool = False) -
     served = [0]
     stores: list[ReferenceStore] = []
     lock = threading.Lock()
+    # The store's SQLite connections belong to the thread that made them, and each connection
+    # is served by a thread of its own: every call goes to the one thread that owns the store.
+    owner = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+
+    def call(body: bytes) -> Any:
+        if not stores:
+            stores.append(ReferenceStore())
+        return stores[0].call(json.loads(body))
 
     def handler(connection: socket.socket, stop: threading.Event) -> None:
         while (body := read_request(connection)) is not None:
@@ -185,9 +194,7 @@ def _wire_server(*, hang_up_from: int | None = None, close_each: bool = False) -
                 served[0] += 1
                 if hang_up_from is not None and served[0] >= hang_up_from:
                     return
-                if not stores:
-                    stores.append(ReferenceStore())
-                reply = stores[0].call(json.loads(body))
+            reply = owner.submit(call, body).result()
             connection.sendall(response(json.dumps(reply).encode()))
             if close_each:
                 return
