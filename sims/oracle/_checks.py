@@ -56,6 +56,8 @@ class TraceChecker(Conclusions):
         self.commits: Counter[str] = Counter()
         self.end_t = 0.0
         self.end_runs: list[tuple[str, dict[str, Any]]] = []
+        self.started_t: dict[str, float] = {}
+        self.last_drive_t: dict[str, float] = {}
         self.begin_calls: dict[tuple[str, int], Pass] = {}
         # Only the send leg carries the arguments; the exec leg is matched to it by (link, seq).
         self.sent: dict[tuple[str, int], Any] = {}

@@ -1,6 +1,7 @@
 """The checks drawn once the whole trace is read: a BEGIN with no handler, the overlaps of two
 passes of one run (each placed in a window the spec documents, or a violation), runs failed with no
-handler ever invoked, effects that landed twice, and runs that never settled."""
+handler ever invoked, effects that landed twice, and runs that never settled (or that no drive ever
+drove: the scenario's mistake)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ class Conclusions:
     steps_recorded: Counter[tuple[str, int, str]]
     end_t: float
     end_runs: list[tuple[str, dict[str, Any]]]
+    #: When each run was started (``start.result``), and when a drive was last called on each
+    #: scope (``drive.call``): a run started after its scope's last drive call was never driven.
+    started_t: dict[str, float]
+    last_drive_t: dict[str, float]
 
     def violation(self, check: str, run: str | None, t: float, text: str) -> None:
         raise NotImplementedError
@@ -41,8 +46,8 @@ class Conclusions:
         self.duplicate_effects()
         self.duplicate_service_effects()
         if settles:
-            for _, row in self.end_runs:
-                if row["status"] == "running":
+            for scope, row in self.end_runs:
+                if row["status"] == "running" and not self.never_driven(scope, row["id"]):
                     self.violation(
                         "runs-settle",
                         row["id"],
@@ -51,6 +56,39 @@ class Conclusions:
                         f"last error {row['last_error']!r}), in a world that settles (its scenario "
                         "says settles=True: every fault is bounded, so every run must end)",
                     )
+
+    def on_start_result(self, event: dict[str, Any]) -> None:
+        if "run" in event:
+            self.started_t.setdefault(event["run"], event["t"])
+
+    def on_drive_call(self, event: dict[str, Any]) -> None:
+        self.last_drive_t[event["scope"]] = event["t"]
+
+    def never_driven(self, scope: str, run_id: str) -> bool:
+        """Whether no drive was called on the run's scope after the run was started (and none
+        claimed it): a run left running so is the scenario's mistake, told with its remedy (the
+        spec promises an end only to a run that is driven), never as the spec's violation."""
+        started = self.started_t.get(run_id)
+        if started is None or self.passes_of.get(run_id):
+            return False
+        last = self.last_drive_t.get(scope)
+        if last is not None and last >= started:
+            return False
+        driven = (
+            f"no drive was ever called on its scope {scope}"
+            if last is None
+            else f"no drive was called on its scope {scope} after that (the last call was at "
+            f"{ms(last)} ms)"
+        )
+        self.violation(
+            "run-never-driven",
+            run_id,
+            self.end_t,
+            f"your scenario started run {short(run_id)} at {ms(started)} ms and {driven}, so the "
+            "run is still running at the end: the scenario's mistake, not the spec's; drive its "
+            "scope (world.tick, or world.every) and wait for the run with world.settle",
+        )
+        return True
 
     def begins_without_handler(self, passes: list[Pass]) -> None:
         for p in passes:

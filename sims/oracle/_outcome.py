@@ -1,7 +1,8 @@
 """The kernel model's outcome rules: what a pass must write once its handler ended — nothing after
 a lost lease; a failure by the job's policy and the step's own (retry within the jittered backoff
-window, or fail); a deferral charging nothing; a commit with the cursor (an omitted one kept) and
-the merged counters — and the status the pass reports.
+window, or fail); a failure for a step never awaited (the user's mistake, told as such); a deferral
+charging nothing; a commit with the cursor (an omitted one kept) and the merged counters — and the
+status the pass reports.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ class OutcomeRules(KernelRecords):
     """Predicts each pass's outcome write and checks it, and the status the pass reports."""
 
     def on_hx_end(self, e: Row) -> None:
+        unawaited = e.get("unawaited") or []
+        if unawaited:
+            self._never_awaited(e, unawaited)
         p = self._pass_of(e)
         if p is None or p.row is None:
             return
@@ -53,6 +57,11 @@ class OutcomeRules(KernelRecords):
                 f.policy,
                 f.fails_run,
                 "a failed step fails the pass by the step's own policy",
+            )
+            return
+        if unawaited:
+            p.expected = self._fail(
+                p, None, p.job, False, "a step called and never awaited fails the pass"
             )
             return
         if "raised" in e:
@@ -107,6 +116,23 @@ class OutcomeRules(KernelRecords):
             "rule": "a committed pass writes its cursor (an omitted one kept) and the merged "
             "counters, clears attempts and error, and drops the ledger",
         }
+
+    def _never_awaited(self, e: Row, steps: list[str]) -> None:
+        """A step the handler created and never awaited: its body never ran, and the kernel
+        fails the pass. The user's mistake, told as such with its remedy."""
+        names = " and ".join(repr(step) for step in steps)
+        which = (
+            f"step {names} and never awaited it"
+            if len(steps) == 1
+            else (f"steps {names} and never awaited them")
+        )
+        self.report(
+            "step-never-awaited",
+            e["run"],
+            e["t"],
+            f"your handler created {which}, so the body never ran and the pass failed: write "
+            "`await ctx.step(...)`",
+        )
 
     def _fail(
         self, p: PassModel, error: str | None, policy: Policy, fails_run: bool, why: str

@@ -1,17 +1,19 @@
 """What a check reports: findings (a violation of the spec, or an overlap it allows, explained),
 in sentences, and the report of a whole world with the coverage probes it hit.
 
-A finding is the spec's (one of :data:`SPEC_CHECKS`) or a user's own check's (``by_user``). The
-two are told apart in every verdict (:meth:`CheckReport.verdict`): a user's check that fails in a
-world where the spec's checks held, or explained what happened, is a bug in the user's handler,
-not in the store or the kernel, and a reader must not take it for one.
+A finding is the spec's (one of :data:`SPEC_CHECKS`), a user's own check's (``by_user``), or a
+mistake in how the user's world is written (one of :data:`MISTAKES`: a step never awaited, a run
+no drive ever drove). The three are told apart in every verdict (:meth:`CheckReport.verdict`): a
+user's check that fails in a world where the spec's checks held, or explained what happened, is a
+bug in the user's handler, not in the store or the kernel, and a mistake is the user's to fix with
+the remedy it names; a reader must take neither for a violation of the spec.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
 
 import attrs
@@ -35,7 +37,8 @@ class Finding:
 
     def line(self) -> str:
         where = f" run {short(self.run)}" if self.run else ""
-        whose = " (your check)" if self.by_user else ""
+        mistake = MISTAKES.get(self.check)
+        whose = " (your check)" if self.by_user else f" ({mistake.whose})" if mistake else ""
         return f"[{self.verdict}] {self.check}{where} at {ms(self.t)} ms{whose}: {self.text}"
 
 
@@ -137,6 +140,33 @@ SPEC_CHECKS: tuple[str, ...] = (
 
 
 @attrs.frozen
+class Mistake:
+    """A mistake in how a user's world is written, which the simulator finds in any world: whose
+    it is, what it did, in words a verdict says, and the remedy."""
+
+    whose: str
+    did: str
+    remedy: str
+
+
+#: The checks of the user's own code, not of the spec, by name: a finding of one is a violation
+#: (the world is not clean), told as the user's mistake with its remedy, never as the spec's.
+MISTAKES: dict[str, Mistake] = {
+    "step-never-awaited": Mistake(
+        "your handler",
+        "your handler created a step and never awaited it, so its body never ran and the pass "
+        "failed",
+        "write `await ctx.step(...)`",
+    ),
+    "run-never-driven": Mistake(
+        "your scenario",
+        "your scenario started a run that no drive ever drove, so it could not end",
+        "drive its scope (world.tick, or world.every) and wait for the run with world.settle",
+    ),
+}
+
+
+@attrs.frozen
 class CheckReport:
     findings: tuple[Finding, ...]
     #: The coverage probes the world hit, by name, with how often (``sims.oracle._probes``).
@@ -178,7 +208,12 @@ class CheckReport:
 
     @property
     def spec_violations(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.violations if not f.by_user)
+        return tuple(f for f in self.violations if not f.by_user and f.check not in MISTAKES)
+
+    @property
+    def mistakes(self) -> tuple[Finding, ...]:
+        """The violations that are mistakes in how the user's world is written (``MISTAKES``)."""
+        return tuple(f for f in self.violations if f.check in MISTAKES)
 
     @property
     def user_violations(self) -> tuple[Finding, ...]:
@@ -205,8 +240,12 @@ class CheckReport:
         for finding in self.user_violations:
             failed.setdefault(finding.check, f"at {ms(finding.t)} ms")
         violated = self.violations_of()
-        spec = Counter({c: n for c, n in violated.items() if c not in self.user_checks})
-        words = verdict_words(spec, failed, Counter(f.check for f in self.explained))
+        spec = Counter(
+            {c: n for c, n in violated.items() if c not in self.user_checks and c not in MISTAKES}
+        )
+        mistakes = {c: f"({n} × {c})" for c, n in sorted(violated.items()) if c in MISTAKES}
+        explained = Counter(f.check for f in self.explained)
+        words = verdict_words(spec, failed, explained, mistakes=mistakes)
         return words if self.cut is None else f"{words}; {self.cut}"
 
     def check_lines(self) -> Iterator[str]:
@@ -221,6 +260,13 @@ class CheckReport:
             elif explained[check]:
                 yield f"  {check}: explained ({explained[check]} × allowed by the spec)"
         yield f"  the spec's other {plural(len(held), 'check')} held: {', '.join(held)}"
+        for check, mistake in MISTAKES.items():
+            if violated[check]:
+                found = plural(violated[check], "finding")
+                yield f"  {check}: FOUND ({found}), {mistake.whose}'s mistake"
+        clean = [check for check in MISTAKES if not violated[check]]
+        if clean:
+            yield f"  no mistake in how your world is written: {', '.join(clean)}"
         for check in self.user_checks:
             if violated[check]:
                 yield f"  your check {check}: FAILED ({plural(violated[check], 'finding')})"
@@ -234,19 +280,37 @@ def counts(by_check: Counter[str]) -> str:
     return ", ".join(f"{count} × {check}" for check, count in ordered)
 
 
-def verdict_words(spec: Counter[str], failed: dict[str, str], explained: Counter[str]) -> str:
+def verdict_words(
+    spec: Counter[str],
+    failed: Mapping[str, str],
+    explained: Counter[str],
+    *,
+    mistakes: Mapping[str, str] | None = None,
+    before: Sequence[str] = (),
+    held_in: str | None = "",
+) -> str:
     """The verdict's sentence, from the spec's violations by check, the user's checks that
-    failed with when (``at 12 ms``, ``in 3 of 5 seeds``), and what the spec's checks explained:
-    "the spec was violated" only when one of the spec's checks was."""
-    parts = []
+    failed with when (``at 12 ms``, ``in 3 of 5 seeds``), the mistakes found in how the user's
+    world is written (:data:`MISTAKES`) with how often, and what the spec's checks explained:
+    "the spec was violated" only when one of the spec's checks was, and "every check held" only
+    when nothing at all was found.
+
+    ``before`` is said first: what kept worlds from being judged (a sweep's worlds that raised, or
+    that were not a function of their seed). ``held_in`` qualifies what held (`` in the other 3
+    seeds``); None when no world was left to hold anything, so that nothing is said to hold."""
+    parts = list(before)
+    for check, when in (mistakes or {}).items():
+        mistake = MISTAKES[check]
+        parts.append(f"{mistake.did} {when}: {mistake.remedy}")
     total = sum(spec.values())
     if total:
         parts.append(f"the spec was violated: {plural(total, 'violation')} ({counts(spec)})")
     if failed:
         said = [f"`{check}` failed {when}" for check, when in failed.items()]
         parts.append(f"{'your check' if len(said) == 1 else 'your checks'} {' and '.join(said)}")
-    if not total:
-        held = "the spec held" if failed else "every check held"
+    if not total and held_in is not None:
+        held = "the spec held" if failed or mistakes else "every check held"
+        held += held_in
         if explained:
             held += f"; the spec's checks explained what happened ({counts(explained)})"
         parts.append(held)

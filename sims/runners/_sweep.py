@@ -21,11 +21,11 @@ from .._seeds import sweep_seeds
 from ..faults._plan import NO_FAULTS
 from ..mutants._catalog import MUTANTS
 from ..oracle._probes import probe_lines
-from ..oracle._report import verdict_words
+from ..oracle._report import MISTAKES, verdict_words
 from ..scenarios._registry import ScenarioRef, find_scenario
 from ._dask import run_on_cluster
 from ._outcome import explore_command, replay_command
-from ._raised import WorldRaised
+from ._raised import WORLD_RAISED, WorldRaised
 from ._rerun import NONDETERMINISM_HELP, first_difference
 from ._simulate import simulate
 
@@ -69,6 +69,17 @@ class SeedSummary:
     def ok(self) -> bool:
         return not self.violations and not self.mismatches and not self.nondeterministic
 
+    @property
+    def judged(self) -> bool:
+        """Whether what this seed found is laid on the spec or the user: it was a function of
+        its seed (run twice, the same world)."""
+        return not self.nondeterministic
+
+    @property
+    def raised(self) -> bool:
+        """Whether the seed's world raised instead of running to its end."""
+        return any(check == WORLD_RAISED for check, _ in self.violated)
+
 
 @attrs.frozen(kw_only=True)
 class SweepReport:
@@ -84,27 +95,59 @@ class SweepReport:
     def failing(self) -> tuple[SeedSummary, ...]:
         return tuple(s for s in self.seeds if not s.ok)
 
+    @property
+    def judged(self) -> tuple[SeedSummary, ...]:
+        """The seeds whose findings are laid on the spec or the user."""
+        return tuple(s for s in self.seeds if s.judged)
+
+    @property
+    def not_functions(self) -> tuple[SeedSummary, ...]:
+        """The seeds whose world is not a function of its seed: what they found is laid on
+        nobody, since no command reproduces it."""
+        return tuple(s for s in self.seeds if s.nondeterministic)
+
     def replay_command(self, seed: int) -> str:
         return replay_command(self.scenario, seed, mutant=self.mutant)
 
     def verdict(self) -> str:
         """The verdict's sentence, in the words of a single run's: the spec's violations apart
-        from the user's checks that failed, and in how many seeds."""
+        from the user's checks that failed and the user's mistakes, and in how many seeds; first
+        the seeds whose findings are laid on nobody (not a function of their seed) and those
+        whose world raised, where no check ran, and then what held said to hold only in the
+        other seeds."""
+        total = len(self.seeds)
+        raised = [s for s in self.judged if s.raised]
+        checked = [s for s in self.judged if not s.raised]
         user = {check for s in self.seeds for check in s.user_checks}
         spec: Counter[str] = Counter()
         seeds_failing: Counter[str] = Counter()
-        for summary in self.seeds:
+        for summary in checked:
             for check, count in summary.violated:
-                if check in user:
+                if check in user or check in MISTAKES:
                     seeds_failing[check] += 1
                 else:
                     spec[check] += count
-        failed = {
-            check: f"in {seeds_failing[check]} of {plural(len(self.seeds), 'seed')}"
-            for check in sorted(seeds_failing)
-        }
-        explained = Counter(check for s in self.seeds for check in s.explained)
-        return verdict_words(spec, failed, explained)
+        when = {check: f"in {n} of {plural(total, 'seed')}" for check, n in seeds_failing.items()}
+        failed = {check: when[check] for check in sorted(when) if check not in MISTAKES}
+        mistakes = {check: when[check] for check in sorted(when) if check in MISTAKES}
+        explained = Counter(check for s in checked for check in s.explained)
+        before = [*self._unjudged_words(), *_raised_words(len(raised), total)]
+        held_in: str | None = ""
+        if before:
+            held_in = f" in the other {plural(len(checked), 'seed')}" if checked else None
+        return verdict_words(
+            spec, failed, explained, mistakes=mistakes, before=before, held_in=held_in
+        )
+
+    def _unjudged_words(self) -> Iterator[str]:
+        total = plural(len(self.seeds), "seed")
+        unsure = len(self.not_functions)
+        if unsure:
+            yield (
+                f"{unsure} of {total} {'was' if unsure == 1 else 'were'} not a function of "
+                f"{'its' if unsure == 1 else 'their'} seed (run twice, each gave another world), "
+                "so what was found in them is laid on neither the spec nor your checks"
+            )
 
     def lines(self, *, show: int = SHOWN_SEEDS) -> Iterator[str]:
         """The report: the headline, the verdict, violations and explained findings by check,
@@ -114,40 +157,31 @@ class SweepReport:
             raise ValueError(f"show={show!r}; pass how many failing seeds to list, 0 or more")
         total = len(self.seeds)
         rate = total / self.seconds if self.seconds else float("inf")
+        unsure = len(self.not_functions)
+        apart = []
+        if unsure:
+            apart.append(f"{unsure} not a function of {'its' if unsure == 1 else 'their'} seed")
         yield (
             f"sweep {self.scenario}{' with mutant ' + self.mutant if self.mutant else ''}: "
             f"{plural(total, 'seed')} in {self.seconds:.1f} s ({rate:.1f} seeds/s), "
             f"{total - len(self.failing)} as documented, {len(self.failing)} not"
+            + (f" ({', '.join(apart)})" if apart else "")
         )
         yield f"  verdict: {self.verdict()}"
         yield from self._violation_lines()
-        explained = Counter(check for s in self.seeds for check in s.explained)
+        explained = Counter(check for s in self.judged for check in s.explained)
         for check, count in sorted(explained.items()):
             yield f"  explained by the spec: {count} × {check}"
         yield from probe_lines(self.seeds)
         rerun = sum(1 for s in self.seeds if s.rerun)
         yield (
             f"  determinism: {plural(rerun, 'world')} run twice (every failing seed and one in "
-            f"{RERUN_EVERY} others), {sum(1 for s in self.seeds if s.nondeterministic)} differed"
+            f"{RERUN_EVERY} others), {unsure} differed"
         )
         yield from self._unfired_lines()
         failing = self.failing
         for summary in failing[:show]:
-            yield f"  seed {summary.seed}: {self.replay_command(summary.seed)}"
-            found = (*summary.violations, *summary.mismatches)
-            for text in found[:_SHOWN_PER_SEED]:
-                yield f"      {text}"
-            if len(found) > _SHOWN_PER_SEED:
-                more = len(found) - _SHOWN_PER_SEED
-                yield f"      … and {more} more, not listed here: the command above shows them all"
-            if summary.nondeterministic:
-                yield f"      not a function of its seed: {summary.nondeterministic}"
-                yield f"      {NONDETERMINISM_HELP}"
-            if summary.plan and summary.plan != repr(NO_FAULTS) and summary.violations:
-                yield (
-                    "      to shrink its plan: "
-                    + explore_command(self.scenario, summary.seed, summary.plan, self.mutant)
-                )
+            yield from self._seed_lines(summary)
         if len(failing) > show:
             left = len(failing) - show
             yield (
@@ -156,19 +190,58 @@ class SweepReport:
                 "runs it again"
             )
 
+    def _seed_lines(self, summary: SeedSummary) -> Iterator[str]:
+        """One failing seed: the command that reproduces it; or, for a seed that is not a
+        function of its seed, why no command is given."""
+        found = (*summary.violations, *summary.mismatches)
+        here = "where it found:" if found else "where it was as documented"
+        if summary.nondeterministic:
+            yield f"  seed {summary.seed}: not a function of its seed: {summary.nondeterministic}"
+            yield f"      {NONDETERMINISM_HELP}"
+            yield f"      so no command reproduces what it did in this sweep, {here}"
+        else:
+            yield f"  seed {summary.seed}: {self.replay_command(summary.seed)}"
+        for text in found[:_SHOWN_PER_SEED]:
+            yield f"      {text}"
+        if len(found) > _SHOWN_PER_SEED:
+            more = len(found) - _SHOWN_PER_SEED
+            where = "the command above shows them all" if summary.judged else "in this sweep"
+            yield f"      … and {more} more, not listed here: {where}"
+        plan = summary.plan and summary.plan != repr(NO_FAULTS)
+        if plan and summary.violations and summary.judged:
+            yield (
+                "      to shrink its plan: "
+                + explore_command(self.scenario, summary.seed, summary.plan, self.mutant)
+            )
+
     def _violation_lines(self) -> Iterator[str]:
         """Violations by check, and in how many seeds: a sweep of many failing seeds is read
-        here first, not seed by seed."""
+        here first, not seed by seed. Every failing seed is counted on some line: under each
+        check it broke (a world that raised under ``world-raised``), as not as documented, or
+        apart, as not a function of its seed (under no check: nothing it found is laid on
+        anyone)."""
         user = {check for s in self.seeds for check in s.user_checks}
         found: Counter[str] = Counter()
         where: Counter[str] = Counter()
-        for summary in self.seeds:
+        for summary in self.judged:
             for check, count in summary.violated:
                 found[check] += count
                 where[check] += 1
         for check, count in sorted(found.items(), key=lambda item: (-item[1], item[0])):
-            whose = "your check" if check in user else "the spec's check"
-            yield f"  violations: {count} × {check} ({whose}) in {plural(where[check], 'seed')}"
+            seeds = plural(where[check], "seed")
+            yield f"  violations: {count} × {check} ({_whose(check, user)}) in {seeds}"
+        documented = sum(1 for s in self.judged if s.mismatches and not s.violated)
+        if documented:
+            yield (
+                f"  not as documented, with no violation: {plural(documented, 'seed')} (what its "
+                "scenario documents, or a fault of its plan that never fired)"
+            )
+        unsure = len(self.not_functions)
+        if unsure:
+            yield (
+                f"  not a function of its seed: {plural(unsure, 'seed')}, counted under no "
+                "check: run twice, each gave another world"
+            )
 
     def _unfired_lines(self) -> Iterator[str]:
         """How many faults never fired, in how many seeds, by kind: a fault that never fires
@@ -188,6 +261,25 @@ class SweepReport:
         )
         for kind, count in sorted(faults.items()):
             yield f"    {count} × {kind} in {plural(where[kind], 'seed')}"
+
+
+def _raised_words(raised: int, total: int) -> list[str]:
+    if not raised:
+        return []
+    return [
+        f"the world raised in {raised} of {plural(total, 'seed')} ({raised} × {WORLD_RAISED}), "
+        f"so no check ran on {'it' if raised == 1 else 'them'}"
+    ]
+
+
+def _whose(check: str, user: set[str]) -> str:
+    if check in user:
+        return "your check"
+    if check in MISTAKES:
+        return f"{MISTAKES[check].whose}'s mistake"
+    if check == WORLD_RAISED:
+        return "the world raised"
+    return "the spec's check"
 
 
 def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
@@ -216,13 +308,22 @@ def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
     )
 
 
-def summarise_in_worker(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary | WorldRaised:
-    """:func:`summarise`, where a world that raised comes back as a value (three strings), in
-    this process as in a worker's: whatever it raised, the sweep reports it and goes on."""
+def summarise_in_worker(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
+    """:func:`summarise`, where a world that raised is its seed's finding under ``world-raised``
+    (three strings, :class:`WorldRaised`), in this process as in a worker's: whatever it raised,
+    the sweep reports it and goes on."""
     try:
         return summarise(job)
     except Exception as error:
-        return WorldRaised.of(job[1], error)
+        raised = WorldRaised.of(job[1], error)
+    return SeedSummary(
+        seed=raised.seed,
+        violations=(raised.finding(),),
+        mismatches=(),
+        explained=(),
+        rpcs=0,
+        violated=((WORLD_RAISED, 1),),
+    )
 
 
 def sweep(
@@ -255,17 +356,9 @@ def sweep(
     results: list[SeedSummary] = []
     failing = 0
 
-    def collect(summaries: Iterable[SeedSummary | WorldRaised]) -> None:
+    def collect(summaries: Iterable[SeedSummary]) -> None:
         nonlocal failing
         for summary in summaries:
-            if isinstance(summary, WorldRaised):
-                summary = SeedSummary(
-                    seed=summary.seed,
-                    violations=(summary.finding(),),
-                    mismatches=(),
-                    explained=(),
-                    rpcs=0,
-                )
             results.append(summary)
             failing += not summary.ok
             if progress is not None:

@@ -101,6 +101,11 @@ def verdict_html(facts: PageFacts) -> str:
         # The same sentence as the terminal's, a sweep's and a test's failure.
         text = report.verdict()
         lines.append(f'<p class="verdict bad" id="verdict">VIOLATED — {_e(text)}</p>')
+    elif report.mistakes:
+        # The spec held: what was found is a mistake in how the user's world is written.
+        lines.append(
+            f'<p class="verdict bad" id="verdict">YOUR MISTAKE — {_e(report.verdict())}</p>'
+        )
     elif report.user_violations:
         # The spec held: what failed is the user's own check, a bug in the user's handler (or
         # the check), not in the store or the kernel.
@@ -202,8 +207,10 @@ def head_html(facts: PageFacts, model: Timeline, trace: Trace) -> str:
     parts.append(f"<dt>world</dt>{_world_html(model, trace)}")
     parts.append("</dl>")
     report = facts.report
-    spec = report.violation_count - len(report.user_violations)
+    spec = report.violation_count - len(report.user_violations) - len(report.mistakes)
     counts = f"{_plural(spec, 'violation')} of the spec, {len(report.explained)} explained by it"
+    if report.mistakes:
+        counts += f", {_plural(len(report.mistakes), 'mistake')} in how your world is written"
     if report.user_checks or report.user_violations:
         counts += f", {_plural(len(report.user_violations), 'finding')} of your checks"
     parts.append(f"<h2>checks: {_e(counts)}</h2>")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
 from driver import (
@@ -101,8 +101,13 @@ class _RecordingContext:
             raise
         return door
 
-    async def step(self, name: str, fn: Callable[[], Any], retry: RetryPolicy | None = None) -> Any:
-        self._emit("hx.step", step=name, retry=describe(retry))
+    def step(
+        self, name: str, fn: Callable[[], Any], retry: RetryPolicy | None = None
+    ) -> Awaitable[Any]:
+        """The kernel's step call, made now as the handler made it: the kernel checks its
+        arguments here and remembers a call left un-awaited (the pass then fails, and ``hx.end``
+        names the step). ``hx.step`` is written when the step is awaited, where it starts."""
+        retry_text = describe(retry)
 
         async def body() -> Any:
             self._emit("hx.fn", step=name)
@@ -123,11 +128,36 @@ class _RecordingContext:
             self._emit("hx.fn.end", step=name, error=None, door=False, **json_value(value))
             return value
 
-        value = await self._ctx.step(name, body, retry)
-        if self._returns:
+        try:
+            call = self._ctx.step(name, body, retry)
+        except Exception:
+            # Refused as it was called (its name, body or policy): traced as the call it was.
+            self._emit("hx.step", step=name, retry=retry_text)
+            raise
+        return _RecordedStep(self, name, retry_text, call)
+
+
+class _RecordedStep:
+    """A step call the handler made, told to the trace when it is awaited (``hx.step``, then
+    ``hx.got`` with what it handed back); never awaited, the kernel fails its pass."""
+
+    __slots__ = ("_call", "_ctx", "_name", "_retry")
+
+    def __init__(self, ctx: _RecordingContext, name: str, retry: Any, call: Awaitable[Any]) -> None:
+        self._ctx = ctx
+        self._name = name
+        self._retry = retry
+        self._call = call
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        # The kernel's own refusal of a second await comes first, before anything is traced.
+        running = self._call.__await__()
+        self._ctx._emit("hx.step", step=self._name, retry=self._retry)
+        value = yield from running
+        if self._ctx._returns:
             # What the handler got back, memo or fresh: a memo must hand back the value its
             # body returned, not the JSON text the ledger keeps (trace format 4).
-            self._emit("hx.got", step=name, **json_value(value))
+            self._ctx._emit("hx.got", step=self._name, **json_value(value))
         return value
 
 
@@ -144,12 +174,21 @@ def recorded_handler(
             if inspect.isawaitable(result):
                 result = await result
         except Exception as err:
-            proxy._emit("hx.end", raised=error_text(err), door=err is proxy.door_error)
+            proxy._emit(
+                "hx.end", raised=error_text(err), door=err is proxy.door_error, **_unawaited(ctx)
+            )
             raise
-        proxy._emit("hx.end", **_result_fields(result))
+        proxy._emit("hx.end", **_result_fields(result), **_unawaited(ctx))
         return result
 
     return wrapped
+
+
+def _unawaited(ctx: Any) -> dict[str, Any]:
+    """``unawaited``: the steps the handler called and never awaited, as the kernel keeps them
+    (it fails the pass for them); nothing when there are none, so other traces are unchanged."""
+    names = [call.name for call in getattr(ctx, "unawaited", ())]
+    return {"unawaited": names} if names else {}
 
 
 def _result_fields(result: Any) -> dict[str, Any]:
