@@ -215,6 +215,20 @@ def _add_explore(commands: Any) -> None:
     explore.add_argument(
         "--max-faults", type=whole_number, default=4, help="most faults in one plan (default 4)"
     )
+    where = explore.add_mutually_exclusive_group()
+    where.add_argument(
+        "--jobs",
+        type=whole_number,
+        default=1,
+        help="worker processes that run the search's worlds (default 1: this process); the "
+        "answer for a world budget is the same for any number",
+    )
+    where.add_argument(
+        "--scheduler",
+        metavar="tcp://HOST:PORT",
+        help="run the search's worlds as tasks on this Dask distributed cluster (needs the dask "
+        "extra)",
+    )
 
 
 _ADDERS: list[Callable[[Any], None]] = [

@@ -565,6 +565,8 @@ def _explore(arguments: argparse.Namespace) -> int:
         max_seconds=seconds,
         max_faults=max_faults,
         start=checked_plan(arguments.plan),
+        jobs=checked_positive(arguments.jobs, "--jobs"),
+        scheduler=arguments.scheduler,
     )
     for line in report.lines():
         print(line)

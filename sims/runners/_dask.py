@@ -24,6 +24,7 @@ import re
 import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 # A Dask address: tcp://host:port (the form the issue and the README use), or tls:// or ws://.
@@ -73,6 +74,20 @@ def run_on_cluster(
 ) -> None:
     """Run ``summarise`` over ``work`` on the cluster at ``address``; hand summaries to
     ``collect`` as chunks finish."""
+    with connect_to_cluster(address) as (client, threads):
+        distributed = _import_distributed()
+        futures = [
+            client.submit(summarise_chunk, summarise, chunk, pure=False)
+            for chunk in _chunks(work, size=max(1, len(work) // (max(1, threads) * 8)))
+        ]
+        for future in distributed.as_completed(futures):
+            collect(iter(future.result()))
+
+
+@contextmanager
+def connect_to_cluster(address: str) -> Iterator[tuple[Any, int]]:
+    """A client of the cluster at ``address`` that has a worker, and how many threads its
+    workers have in all; every way of failing to get one is a :class:`DaskUnavailable`."""
     check_scheduler_address(address)
     distributed = _import_distributed()
     try:
@@ -92,12 +107,7 @@ def run_on_cluster(
                 "start some with `dask worker ADDRESS`"
             ) from None
         threads = sum(info["nthreads"] for info in client.scheduler_info()["workers"].values())
-        futures = [
-            client.submit(summarise_chunk, summarise, chunk, pure=False)
-            for chunk in _chunks(work, size=max(1, len(work) // (max(1, threads) * 8)))
-        ]
-        for future in distributed.as_completed(futures):
-            collect(iter(future.result()))
+        yield client, threads
 
 
 def _knock(address: str) -> None:

@@ -3,7 +3,10 @@
 The world's seed stays fixed; the plan is what varies. The search learns the world's shape from a
 clean run (its cadence, leases, calls and service calls, :mod:`._shape`), then looks in stages,
 simplest causes first, because a shrinker improves a plan locally and cannot always get from three
-faults to a different single one:
+faults to a different single one. Each stage is a function that lists or yields the plans it
+wants tried (:mod:`._stages`, :mod:`._drawn`); one executor (:mod:`._executor`) runs them, in this
+process, on many cores or on a cluster, and the search reads what each world reached in the order
+the stage gave them, so its answer does not depend on which worker finished first:
 
 1. every single fault that strikes at an event of the world, tried in turn. The job's outside
    world first: each service call's reply lost after it ran, held past the caller's own timeout,
@@ -17,53 +20,53 @@ faults to a different single one:
 3. Hypothesis, drawing plans of one fault, then of several (:mod:`._aimed`), with delays, crash
    times and outages in the world's own terms. (Hypothesis's own ``target`` phase is not used: on
    these strategies it spent minutes of its own time per few hundred worlds, which no budget
-   could bound.)
+   could bound; without it, what Hypothesis draws does not depend on the answers, which is what
+   lets its plans run on many workers.)
 
 A failing plan is shrunk, run again in this process and, for a world a command line can name, in a
 fresh process, and reported only if it reproduces. A clean result says what was covered: worlds,
 windows entered, faults fired, service calls struck, probes and the user's ``sometimes`` marks,
 and marks never reached.
+
+The budget holds in every stage: each world is started only within it, Hypothesis's ``find`` is
+stopped from inside its test function, and the shrinkers stop where it runs out, keeping the
+smallest failing plan they have. A stop event (Ctrl-C, in the command line) ends the search the
+same way, with the same report of what it searched.
 """
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeAlias
 
 import attrs
-from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
-from hypothesis.errors import Flaky, NoSuchExample
+from hypothesis.errors import Flaky
 
 from .._numbers import plural
 from .._trace import Trace
 from ..faults._check import PlanError
-from ..faults._plan import (
-    NO_FAULTS,
-    UNTIL_EVENTS,
-    CrashAfter,
-    DelayLeg,
-    DropLeg,
-    EvictAfter,
-    FaultPlan,
-    HoldLeg,
-    LateRequest,
-    ServiceOutage,
-)
+from ..faults._plan import NO_FAULTS, FaultPlan
 from ..mutants._catalog import MUTANTS
 from ..runners._outcome import Simulation, replay_command
 from ..runners._rerun import NONDETERMINISM_HELP, first_difference
 from ..runners._simulate import WorldError, simulate
 from ..scenarios._registry import ScenarioRef, find_scenario
-from ._aimed import aimed_plans, fault_plans
+from ._aimed import fault_plans
 from ._coverage import Coverage, features_of, struck_service_calls
+from ._drawn import Drawn, Stopped, Tried
+from ._executor import Cluster, Executor, InProcess, Processes, WorldJob, WorldResult, run_world
 from ._shape import WorldShape, shape_of, world_shape
-from ._shrink import shrink_plan
+from ._shrink import shrink_in_batches
+from ._stages import guided_pairs, single_plans
 
 __all__ = [
     "Exploration",
@@ -80,13 +83,8 @@ __all__ = [
 DEFAULT_WORLDS = 300
 DEFAULT_SECONDS = 30.0
 
-#: How many of the single faults that reached the rarest windows are combined in pairs.
-_COMBINED = 10
-#: Of those, in a world with services, how many are service faults (the rest strike the scope).
-_COMBINED_SERVICE = 4
-
-#: The most worlds Hypothesis's stage of one-fault plans runs.
-_ONE_FAULT_WORLDS = 200
+#: The most worlds the search's own shrinker runs on one failing plan.
+_SHRINK_WORLDS = 150
 
 
 def fault_plans_for(
@@ -129,6 +127,15 @@ class Exploration:
         )
 
 
+#: Why a search stopped, as its report says it.
+_WHY = {
+    "seconds": "the time budget ran out",
+    "worlds": "the world budget ran out",
+    "exhausted": "Hypothesis drew no new plan within the budget",
+    "interrupted": "interrupted: Ctrl-C",
+}
+
+
 @attrs.frozen(kw_only=True)
 class SearchReport:
     """What a search did: what it found (if anything), what it covered, and whether the world
@@ -147,11 +154,16 @@ class SearchReport:
     #: as for a world on a store of the caller's own, which no command line names).
     reproduced: bool | None = None
     #: Why the search stopped: "found", "worlds" or "seconds" (the budget), "exhausted" (no new
-    #: plan to draw), "nondeterminism", or "raised".
+    #: plan to draw), "nondeterminism", "raised", or "interrupted" (its stop event was set).
     stopped: str = "worlds"
     #: The smallest plan under which the world raised instead of running to its end, and what it
     #: raised (None when no world raised).
     raised: tuple[FaultPlan, str] | None = None
+    #: What the seconds are: "CPU" (this process's, the worlds run here), or the wall-clock time
+    #: of worlds run on many processes or a cluster.
+    where: str = "CPU"
+    #: For a finding: why its shrinking was cut short ("seconds", "interrupted"), or None.
+    shrinking_cut: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -160,7 +172,7 @@ class SearchReport:
     def lines(self) -> Iterator[str]:
         store = f" with mutant {self.mutant}" if self.mutant else ""
         head = f"explore {self.scenario}{store}, seed {self.seed}"
-        budget = f"{plural(self.worlds, 'world')} in {self.seconds:.1f} s of CPU"
+        budget = f"{plural(self.worlds, 'world')} in {self.seconds:.1f} s of {self.where}"
         if self.raised is not None:
             plan, error = self.raised
             yield f"{head}: the world raised under a plan instead of running to its end ({budget}):"
@@ -176,27 +188,31 @@ class SearchReport:
             yield f"  {self.nondeterminism}"
             yield f"  {NONDETERMINISM_HELP}"
         if self.found is not None:
-            found = self.found
-            yield (
-                f"{head}: the smallest failing plan has {plural(len(found.plan), 'fault')}, "
-                f"and the checks report "
-                f"{plural(found.simulation.report.violation_count, 'violation')} ({budget}):"
-            )
-            for finding in found.simulation.report.violations:
-                yield f"  {finding.line()}"
-            if self.reproduced:
-                yield "a fresh process reproduced it byte for byte."
+            yield from self._found_lines(head, budget, self.found)
         elif self.nondeterminism is None and self.raised is None:
-            why = {
-                "seconds": "the time budget ran out",
-                "worlds": "the world budget ran out",
-                "exhausted": "Hypothesis drew no new plan within the budget",
-            }
             yield (
-                f"{head}: no check failed in {budget} ({why.get(self.stopped, self.stopped)}). "
+                f"{head}: no check failed in {budget} ({_WHY.get(self.stopped, self.stopped)}). "
                 "What was searched:"
             )
             yield from self.coverage.lines()
+
+    def _found_lines(self, head: str, budget: str, found: Exploration) -> Iterator[str]:
+        smallest = "smallest failing plan found" if self.shrinking_cut else "smallest failing plan"
+        yield (
+            f"{head}: the {smallest} has {plural(len(found.plan), 'fault')}, and the checks "
+            f"report {plural(found.simulation.report.violation_count, 'violation')} ({budget}):"
+        )
+        for finding in found.simulation.report.violations:
+            yield f"  {finding.line()}"
+        if self.shrinking_cut is not None:
+            yield (
+                f"shrinking it was cut short ({_WHY[self.shrinking_cut]}): a smaller plan may "
+                "fail too."
+            )
+        if self.reproduced:
+            yield "a fresh process reproduced it byte for byte."
+        elif self.stopped == "interrupted" and self.nondeterminism is None:
+            yield "it failed again in this process; it was not run in a fresh process."
 
 
 def search(
@@ -209,28 +225,65 @@ def search(
     max_faults: int = 4,
     fresh_process: bool = True,
     start: FaultPlan | None = None,
-    clock: Callable[[], float] = time.process_time,
+    clock: Callable[[], float] | None = None,
+    jobs: int = 1,
+    scheduler: str | None = None,
+    stop: threading.Event | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> SearchReport:
     """Search fault plans aimed at ``scenario`` for one under which a check reports a violation,
-    within ``max_worlds`` worlds and ``max_seconds`` of CPU time (None: no time limit); shrink it
-    and check that it reproduces. Given ``start``, a plan that already fails (a sweep seed's drawn
-    plan, one written by hand), it searches nothing and shrinks that plan. Deterministic for a
-    world budget: Hypothesis is derandomized and the stages run in a fixed order (a time budget
-    stops where the machine's speed says)."""
+    within ``max_worlds`` worlds and ``max_seconds`` (None: no time limit); shrink it and check
+    that it reproduces. Given ``start``, a plan that already fails (a sweep seed's drawn plan,
+    one written by hand), it searches nothing and shrinks that plan.
+
+    The worlds run in this process, or in ``jobs`` worker processes, or on the Dask cluster whose
+    scheduler is at ``scheduler``. The seconds are this process's CPU time (``clock``) when the
+    worlds run here, and wall-clock time when they run elsewhere. Deterministic for a world
+    budget, whatever the number of workers: the stages run in a fixed order, Hypothesis's rounds
+    have fixed seeds, and results are read in the order the plans were given (a time budget stops
+    where the machine's speed says). Setting ``stop`` ends the search at once, with the report of
+    what it searched; ``progress`` is told, in a line, each stage as it begins."""
     if mutant is not None and mutant not in MUTANTS:
         raise ValueError(f"no mutant {mutant!r}; the mutants are: {', '.join(MUTANTS)}")
-    searching = _Search(
-        scenario=scenario,
-        shown=str(find_scenario(scenario).ref),
-        seed=seed,
-        mutant=mutant,
-        max_worlds=max_worlds,
-        max_seconds=max_seconds,
-        fresh_process=fresh_process,
-        clock=clock,
-    )
-    # The clean world twice: a world that is no function of its seed makes every verdict after
-    # it meaningless, so this comes first.
+    executor = _executor(jobs, scheduler)
+    try:
+        searching = _Search(
+            scenario=scenario,
+            shown=str(find_scenario(scenario).ref),
+            seed=seed,
+            mutant=mutant,
+            max_worlds=max_worlds,
+            max_seconds=max_seconds,
+            fresh_process=fresh_process,
+            clock=clock or (time.process_time if jobs == 1 and not scheduler else time.monotonic),
+            executor=executor,
+            stop=stop,
+            progress=progress,
+        )
+        return _search(searching, start, max_faults)
+    finally:
+        executor.close()
+
+
+def _executor(jobs: int, scheduler: str | None) -> Executor:
+    if type(jobs) is not int or jobs < 1:
+        raise ValueError(f"jobs={jobs!r}; pass a whole number of processes >= 1")
+    if scheduler is not None:
+        if jobs != 1:
+            raise ValueError(
+                f"jobs={jobs} with scheduler={scheduler!r}; a cluster sets its own parallelism "
+                "(its workers' threads), so pass one or the other"
+            )
+        return Cluster(scheduler)
+    return InProcess() if jobs == 1 else Processes(jobs)
+
+
+def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> SearchReport:
+    """The stages, in order: the clean world twice, then (or the given plan, shrunk) single
+    faults, guided pairs and Hypothesis, until one finds a failing plan or the budget ends."""
+    searching.tell("the clean world, twice")
+    # A world that is no function of its seed makes every verdict after it meaningless, so this
+    # comes first.
     clean = searching.run(NO_FAULTS)
     differs = first_difference(clean.outcome.trace, searching.run(NO_FAULTS).outcome.trace)
     if differs is not None:
@@ -245,16 +298,22 @@ def search(
             return searching.report(stopped="the given plan makes no check fail")
         return searching.shrunk(start)
     shape = shape_of(clean)
-    singles = _single_plans(shape, max(1, (max_worlds - searching.worlds) // 2))
-    stages: tuple[Callable[[], _Outcome], ...] = (
-        # 1: every single fault at an event, the job's outside world first.
-        lambda: searching.first_failing(singles),
-        # 2: the singles whose worlds reached the rarest windows, in pairs.
-        lambda: searching.first_failing(_guided_pairs(searching, singles)),
-        # 3: Hypothesis, one fault, then several.
-        lambda: _hypothesis(searching, shape, max_faults),
+    singles = single_plans(shape, max(1, (searching.max_worlds - searching.worlds) // 2))
+    stages: tuple[tuple[str, Callable[[], _Outcome]], ...] = (
+        (
+            f"single faults ({len(singles)} plans)",
+            lambda: searching.first_failing(singles, remember=True),
+        ),
+        (
+            "the rarest single faults, in pairs",
+            lambda: searching.first_failing(
+                guided_pairs(singles, searching.coverage, searching.reached)
+            ),
+        ),
+        ("plans Hypothesis draws", lambda: searching.hypothesis(shape, max_faults)),
     )
-    for stage in stages:
+    for name, stage in stages:
+        searching.tell(name)
         outcome = stage()
         if isinstance(outcome, FaultPlan):
             return searching.shrunk(outcome)
@@ -280,26 +339,119 @@ class _Search:
     max_seconds: float | None
     fresh_process: bool
     clock: Callable[[], float]
+    executor: Executor = attrs.field(factory=InProcess)
+    stop: threading.Event | None = None
+    progress: Callable[[str], None] | None = None
     started: float = attrs.field(init=False)
+    #: The scenario as a worker finds it: a reference that pickles (a worker that did not fork
+    #: from this process loads the user's file from its absolute path).
+    ref: ScenarioRef = attrs.field(init=False)
     worlds: int = 0
     coverage: Coverage = attrs.field(factory=Coverage)
-    #: What each plan's world reached: the feedback that picks the plans to combine.
+    #: What each single fault's world reached: the feedback that picks the plans to combine.
+    #: (Only stage 1's: a long search keeps no record of every plan it ran.)
     reached: dict[FaultPlan, frozenset[str]] = attrs.field(factory=dict)
     #: The plans under which the world raised, with what it raised.
     raised: dict[FaultPlan, str] = attrs.field(factory=dict)
+    #: The plans run so far, so that Hypothesis's are new ones.
+    tried: Tried = attrs.field(factory=Tried)
 
     def __attrs_post_init__(self) -> None:
         self.started = self.clock()
+        self.ref = find_scenario(self.scenario).ref
 
-    def over_budget(self) -> str | None:
-        if self.worlds >= self.max_worlds:
-            return "worlds"
+    # -- the budget --
+
+    def out_of_time(self) -> str | None:
+        """ "interrupted" (the stop event), "seconds" (the time budget), or None."""
+        if self.stop is not None and self.stop.is_set():
+            return "interrupted"
         if self.max_seconds is not None and self.clock() - self.started >= self.max_seconds:
             return "seconds"
         return None
 
-    def run(self, plan: FaultPlan) -> Simulation:
+    def over_budget(self) -> str | None:
+        stop = self.out_of_time()
+        if stop is None and self.worlds >= self.max_worlds:
+            return "worlds"
+        return stop
+
+    def check_time(self) -> None:
+        """Raise :class:`Stopped` when the time is up: how Hypothesis's ``find`` is stopped."""
+        if self.out_of_time() is not None:
+            raise Stopped
+
+    def tell(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress(line)
+
+    # -- running worlds --
+
+    def job(self, plan: FaultPlan) -> WorldJob:
+        return WorldJob(self.ref, self.seed, self.mutant, plan)
+
+    def commit(self, plan: FaultPlan, result: WorldResult, *, remember: bool = False) -> None:
+        """Count one world and what it reached, in the order its stage gave it."""
         self.worlds += 1
+        if result.raised is not None:
+            self.raised[plan] = result.raised
+        if result.refused or result.raised is not None:
+            return
+        self.coverage.add(result.features, struck=Counter(dict(result.struck)))
+        if remember:
+            self.reached[plan] = result.features
+
+    def ran(self, plans: Iterable[FaultPlan]) -> Iterator[tuple[FaultPlan, WorldResult]]:
+        """Each of ``plans`` with its world's result, in order, while the time lasts: a world is
+        started only in time, and one still running when the time runs out is not waited for."""
+
+        def jobs() -> Iterator[WorldJob]:
+            for plan in plans:
+                if self.out_of_time() is not None:
+                    return
+                self.tried.add(plan)
+                yield self.job(plan)
+
+        results = self.executor.results(jobs())
+        try:
+            while self.out_of_time() is None:
+                job, result = next(results, (None, None))
+                if job is None or result is None:
+                    return
+                yield job.plan, result
+        finally:
+            results.close()  # what still runs is abandoned
+
+    def first_failing(self, plans: Iterable[FaultPlan], *, remember: bool = False) -> _Outcome:
+        """The first of ``plans`` under which the world fails, the report of a spent budget,
+        or None when none failed."""
+        left = max(0, self.max_worlds - self.worlds)
+        for plan, result in self.ran(itertools.islice(plans, left)):
+            self.commit(plan, result, remember=remember)
+            if result.failed:
+                return plan
+        stop = self.over_budget()
+        return self.report(stopped=stop) if stop is not None else None
+
+    def first_index(self, batch: list[FaultPlan]) -> int | None:
+        """The index of the first of ``batch`` under which the world fails (None: none did, or
+        the time ran out): what the shrinker asks."""
+        for index, (plan, result) in enumerate(self.ran(batch)):
+            self.commit(plan, result)
+            if result.failed:
+                return index
+        return None
+
+    def violates(self, plan: FaultPlan) -> bool:
+        """Whether the world fails under ``plan``, run in this process: a check's violation, or
+        the world raised."""
+        result = run_world(self.job(plan))
+        self.commit(plan, result)
+        return result.failed
+
+    def run(self, plan: FaultPlan) -> Simulation:
+        """The world under ``plan`` as a whole simulation, in this process: the clean world, and a
+        finding's (the report shows its violations and compares its trace)."""
         try:
             simulation = simulate(
                 self.scenario, self.seed, plan=plan, mutant=self.mutant, keep_trace=True
@@ -308,32 +460,91 @@ class _Search:
             if isinstance(error.__cause__, PlanError):
                 raise error.__cause__ from None  # a plan the world refuses: no world ran
             raise
-        features = features_of(simulation)
-        self.coverage.add(features, struck=struck_service_calls(simulation))
-        self.reached[plan] = features
+        self.commit(
+            plan,
+            WorldResult(
+                features=features_of(simulation),
+                struck=tuple(struck_service_calls(simulation).items()),
+            ),
+        )
         return simulation
 
-    def violates(self, plan: FaultPlan) -> bool:
-        """Whether the world fails under ``plan``: a check's violation, or the world raised."""
-        try:
-            simulation = self.run(plan)
-        except PlanError:
-            return False
-        except WorldError as error:
-            self.raised[plan] = str(error)
-            return True
-        return bool(simulation.report.violations)
+    # -- stage 3, shrinking, checking --
 
-    def first_failing(self, plans: Iterable[FaultPlan]) -> _Outcome:
-        """The first of ``plans`` under which the world fails, the report of a spent budget,
-        or None when none failed."""
-        for plan in plans:
-            stop = self.over_budget()
-            if stop is not None:
-                return self.report(stopped=stop)
-            if self.violates(plan):
-                return plan
-        return None
+    def hypothesis(self, shape: WorldShape, max_faults: int) -> _Outcome:
+        """Stage 3: the plans Hypothesis draws, run by the executor; one that fails is shrunk by
+        Hypothesis, here, from the round that drew it."""
+        drawn = Drawn(
+            shape=shape,
+            max_faults=max_faults,
+            most=max(0, self.max_worlds - self.worlds),
+            tried=self.tried,
+            check=self.check_time,
+        )
+        outcome = self.first_failing(drawn.plans())
+        if not isinstance(outcome, FaultPlan):
+            return outcome
+        self.tell(f"Hypothesis shrinks a failing plan of {plural(len(outcome), 'fault')}")
+
+        def fails(plan: FaultPlan) -> bool:
+            if self.over_budget() is not None:
+                raise Stopped
+            return self.violates(plan)
+
+        try:
+            return drawn.shrink(outcome, fails)
+        except Flaky as error:
+            return self.report(
+                nondeterminism=(
+                    "a plan that failed once passed when Hypothesis ran it again in this process "
+                    f"({type(error).__name__})"
+                ),
+                stopped="nondeterminism",
+            )
+
+    def shrunk(self, plan: FaultPlan) -> SearchReport:
+        self.tell(f"shrinking a failing plan of {plural(len(plan), 'fault')}")
+        smallest, _ = shrink_in_batches(plan, self.first_index, max_worlds=_SHRINK_WORLDS)
+        # Every plan the shrinker kept was run, and a world that raised was noted.
+        if smallest in self.raised:
+            return self.report(raised=(smallest, self.raised[smallest]), stopped="raised")
+        return self.checked(smallest, self.run(smallest), cut=self.out_of_time())
+
+    def checked(
+        self, plan: FaultPlan, simulation: Simulation, *, cut: str | None = None
+    ) -> SearchReport:
+        """A finding, held to reproducing: here, and in a fresh process when a command names it
+        (not after Ctrl-C, which asked for the answer now)."""
+        found = Exploration(self.shown, self.seed, self.mutant, plan, simulation)
+        again = self.run(found.plan)
+        differs = first_difference(found.simulation.outcome.trace, again.outcome.trace)
+        if differs is not None:
+            return self.report(
+                found=found,
+                nondeterminism=f"the failing plan, run twice in one process: {differs}",
+                stopped="nondeterminism",
+            )
+        reproduced: bool | None = None
+        if self.fresh_process and "database=" not in found.command() and not self._interrupted():
+            differs = _fresh_difference(found)
+            if self._interrupted():  # Ctrl-C reached the fresh process too
+                return self.report(found=found, stopped="interrupted", shrinking_cut=cut)
+            if differs is not None:
+                return self.report(
+                    found=found,
+                    nondeterminism=(
+                        f"the failing plan, run again in a fresh process, gave another trace "
+                        f"(state kept from earlier worlds in this process?): {differs}"
+                    ),
+                    reproduced=False,
+                    stopped="nondeterminism",
+                )
+            reproduced = True
+        stopped = "interrupted" if self._interrupted() else "found"
+        return self.report(found=found, reproduced=reproduced, stopped=stopped, shrinking_cut=cut)
+
+    def _interrupted(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
 
     def report(self, **fields: Any) -> SearchReport:
         return SearchReport(
@@ -343,208 +554,9 @@ class _Search:
             worlds=self.worlds,
             seconds=self.clock() - self.started,
             coverage=self.coverage,
+            where=self.executor.where,
             **{"found": None, **fields},
         )
-
-    def shrunk(self, plan: FaultPlan) -> SearchReport:
-        smallest, _ = shrink_plan(plan, self.violates, max_worlds=150)
-        # Every plan the shrinker kept was run by ``violates``, which noted a world that raised.
-        if smallest in self.raised:
-            return self.report(raised=(smallest, self.raised[smallest]), stopped="raised")
-        return self.checked(smallest, self.run(smallest))
-
-    def checked(self, plan: FaultPlan, simulation: Simulation) -> SearchReport:
-        found = Exploration(self.shown, self.seed, self.mutant, plan, simulation)
-        return _checked(found, self.report, self.run, self.fresh_process)
-
-
-def _spread(plans: list[FaultPlan], share: int) -> list[FaultPlan]:
-    """At most ``share`` of ``plans``, spread evenly over them."""
-    if len(plans) <= share:
-        return plans
-    return [plans[i * len(plans) // share] for i in range(share)]
-
-
-def _guided_pairs(searching: _Search, singles: list[FaultPlan]) -> Iterator[FaultPlan]:
-    """Stage 2, guided by what the worlds reached: the single faults whose worlds entered the
-    rarest windows, probes and marks, combined in pairs (a takeover held open while another
-    pass crashes after its effect: the windows compose). A world with services pairs the rarest
-    of its service calls' faults and of its outages too, so a lost reply meets a takeover and an
-    outage a crash."""
-    coverage, reached = searching.coverage, searching.reached
-
-    def rarest(plans: list[FaultPlan], most: int) -> list[FaultPlan]:
-        ran = [plan for plan in plans if plan in reached]
-        return sorted(ran, key=lambda plan: -coverage.rarity(reached[plan]))[:most]
-
-    outages = [plan for plan in singles if plan.of(ServiceOutage)]
-    calls = [plan for plan in singles if _strikes_a_service(plan) and plan not in outages]
-    inside = [plan for plan in singles if not _strikes_a_service(plan)]
-    if calls or outages:
-        # One outage among the service faults: a service down meets a takeover or a crash.
-        down = rarest(outages, 1)
-        pool = [
-            *rarest(inside, _COMBINED - _COMBINED_SERVICE),
-            *rarest(calls, _COMBINED_SERVICE - len(down)),
-            *down,
-        ]
-    else:
-        pool = rarest(inside, _COMBINED)
-    for i, first in enumerate(pool):
-        for second in pool[i + 1 :]:
-            yield FaultPlan((*first.faults, *second.faults))
-
-
-def _strikes_a_service(plan: FaultPlan) -> bool:
-    return any(
-        isinstance(fault, ServiceOutage) or "." in str(getattr(fault, "operation", ""))
-        for fault in plan.faults
-    )
-
-
-def _hypothesis(searching: _Search, shape: WorldShape, max_faults: int) -> _Outcome:
-    """Stage 3: Hypothesis, one fault then several. One-fault plans are few: past a couple of
-    hundred, Hypothesis mostly draws plans it has run already, and spends its time on that; the
-    larger plans get the rest of the budget."""
-    stages = (
-        (aimed_plans(shape, max_faults=1), _ONE_FAULT_WORLDS),
-        (aimed_plans(shape, max_faults=max_faults), None),
-    )
-
-    def guided(plan: FaultPlan) -> bool:
-        if searching.over_budget() is not None:
-            return False  # the budget is spent: let Hypothesis run out cheaply
-        return searching.violates(plan)
-
-    for strategy, most in stages:
-        stop = searching.over_budget()
-        if stop is not None:
-            return searching.report(stopped=stop)
-        left = searching.max_worlds - searching.worlds
-        try:
-            return find(
-                strategy,
-                guided,
-                settings=settings(
-                    max_examples=max(1, min(left, most or searching.max_worlds)),
-                    derandomize=True,
-                    database=None,
-                    deadline=None,
-                    phases=(Phase.generate, Phase.shrink),
-                    suppress_health_check=list(HealthCheck),
-                ),
-            )
-        except NoSuchExample:
-            continue
-        except Flaky as error:
-            return searching.report(
-                nondeterminism=(
-                    "a plan that failed once passed when Hypothesis ran it again in this process "
-                    f"({type(error).__name__})"
-                ),
-                stopped="nondeterminism",
-            )
-    return None
-
-
-def _single_plans(shape: WorldShape, share: int) -> list[FaultPlan]:
-    """Stage 1: one fault at a time, in a fixed order, at most ``share`` of them (in a world of
-    many calls, spread evenly over them, so Hypothesis gets the other half of the budget). The
-    job's outside world first, and whole when it fits (few calls, and the effects a job exists
-    for are there): each service call's faults, then each service's outages; then every scope
-    call's event faults."""
-    outside = _spread([*_service_call_plans(shape), *_outage_plans(shape)], share)
-    return outside + _spread(list(_single_event_plans(shape)), share - len(outside))
-
-
-def _service_call_plans(shape: WorldShape) -> Iterator[FaultPlan]:
-    """For every service call of the clean world: its reply lost after it ran, held past the
-    caller's own timeout, its request delivered after the caller gave up and moved on, its reply
-    held until another drive's effect, and a crash right after it ran. (Never an eviction: a
-    service call runs in no scope.)"""
-    for call in shape.service_calls:
-        drive, op, nth = call.drive, call.operation, call.nth
-        yield FaultPlan((DropLeg(drive=drive, operation=op, nth=nth, leg="reply"),))
-        late = shape.past_timeout_ms(call)
-        yield FaultPlan((DelayLeg(drive=drive, operation=op, nth=nth, leg="reply", ms=late),))
-        gone = shape.moved_on_ms(call)
-        yield FaultPlan((LateRequest(drive=drive, operation=op, nth=nth, ms=gone),))
-        if len(shape.drives) > 1:
-            held = HoldLeg(
-                drive=drive,
-                operation=op,
-                nth=nth,
-                leg="reply",
-                until="effect",
-                max_ms=shape.lease_ms * 10.0,
-            )
-            yield FaultPlan((held,))
-        yield FaultPlan((CrashAfter(drive=drive, operation=op, nth=nth),))
-
-
-def _outage_plans(shape: WorldShape) -> Iterator[FaultPlan]:
-    """Each service down over each of its windows (:meth:`WorldShape.outage_windows`)."""
-    for service in shape.services:
-        for begin, end in shape.outage_windows(service.name):
-            yield FaultPlan((ServiceOutage(service=service.name, from_ms=begin, to_ms=end),))
-
-
-def _single_event_plans(shape: WorldShape) -> Iterator[FaultPlan]:
-    """One event fault at a time, over every scope call the clean world made: replies held first
-    (the at-least-once window of a step body), then crashes and evictions after a call."""
-    calls = [(d, op, n) for d, op, count in shape.calls for n in range(1, count + 1)]
-    if len(shape.drives) > 1:
-        for until in ("effect", "commit", "takeover", "step", "tick"):
-            assert until in UNTIL_EVENTS
-            for drive, op, nth in calls:
-                yield FaultPlan(
-                    (
-                        HoldLeg(
-                            drive=drive,
-                            operation=op,
-                            nth=nth,
-                            leg="reply",
-                            until=until,
-                            max_ms=shape.lease_ms * 10.0,
-                        ),
-                    )
-                )
-    for drive, op, nth in calls:
-        yield FaultPlan((CrashAfter(drive=drive, operation=op, nth=nth),))
-    for drive, op, nth in calls:
-        yield FaultPlan((EvictAfter(drive=drive, operation=op, nth=nth),))
-
-
-def _checked(
-    found: Exploration,
-    report: Callable[..., SearchReport],
-    run: Callable[[FaultPlan], Simulation],
-    fresh_process: bool,
-) -> SearchReport:
-    """A finding, held to reproducing: here, and in a fresh process when a command names it."""
-    again = run(found.plan)
-    differs = first_difference(found.simulation.outcome.trace, again.outcome.trace)
-    if differs is not None:
-        return report(
-            found=found,
-            nondeterminism=f"the failing plan, run twice in one process: {differs}",
-            stopped="nondeterminism",
-        )
-    reproduced: bool | None = None
-    if fresh_process and "database=" not in found.command():
-        differs = _fresh_difference(found)
-        if differs is not None:
-            return report(
-                found=found,
-                nondeterminism=(
-                    f"the failing plan, run again in a fresh process, gave another trace "
-                    f"(state kept from earlier worlds in this process?): {differs}"
-                ),
-                reproduced=False,
-                stopped="nondeterminism",
-            )
-        reproduced = True
-    return report(found=found, reproduced=reproduced, stopped="found")
 
 
 def _fresh_difference(found: Exploration) -> str | None:

@@ -10,7 +10,7 @@ towards zero) while it still fails. Every candidate runs a whole world, so it st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import attrs
@@ -18,40 +18,84 @@ import attrs
 from ..faults._check import PlanError
 from ..faults._plan import Fault, FaultPlan
 
+#: Candidates to try in order, and the index of the first that fails (None: none did).
+Batches = Generator[list[FaultPlan], "int | None", FaultPlan]
+
 
 def shrink_plan(
     plan: FaultPlan, fails: Callable[[FaultPlan], bool], *, max_worlds: int = 300
 ) -> tuple[FaultPlan, int]:
     """The smallest plan found that still ``fails``, and how many worlds it took. ``plan`` must
     fail."""
+
+    def first_failing(batch: list[FaultPlan]) -> int | None:
+        for index, candidate in enumerate(batch):
+            try:
+                if fails(candidate):
+                    return index
+            except PlanError:
+                pass  # a simpler number the world refuses is no simpler plan
+        return None
+
+    return shrink_in_batches(plan, first_failing, max_worlds=max_worlds)
+
+
+def shrink_in_batches(
+    plan: FaultPlan,
+    first_failing: Callable[[list[FaultPlan]], int | None],
+    *,
+    max_worlds: int = 300,
+) -> tuple[FaultPlan, int]:
+    """:func:`shrink_plan`, handing ``first_failing`` whole batches of candidates (which it may
+    run at once, on many workers) and told the index of the first that fails. The plans tried
+    and the plan found are those of trying the candidates one at a time: a candidate after the
+    first that fails counts as never tried."""
+    steps = shrink_steps(plan)
     tried = 0
+    try:
+        batch = next(steps)
+        while True:
+            # Past max_worlds every candidate counts as passing, and the shrinker winds down.
+            batch = batch[: max(0, max_worlds - tried)]
+            hit = first_failing(batch) if batch else None
+            tried += len(batch) if hit is None else hit + 1
+            batch = steps.send(hit)
+    except StopIteration as done:
+        smallest: FaultPlan = done.value
+        return smallest, tried
 
-    def still_fails(candidate: FaultPlan) -> bool:
-        nonlocal tried
-        if tried >= max_worlds:
-            return False
-        tried += 1
-        try:
-            return fails(candidate)
-        except PlanError:
-            return False  # a simpler number the world refuses is no simpler plan
 
+def shrink_steps(plan: FaultPlan) -> Batches:
+    """The shrinker as batches: it drops faults while the world still fails (the last first:
+    later faults are more often the noise), then makes each fault's numbers smaller and rounder
+    while it still fails, again and again until nothing changes. Each batch lists the candidates
+    in the order they are tried; the shrinker is sent the index of the first that failed."""
     best = plan
     changed = True
-    while changed and tried < max_worlds:
+    while changed:
         changed = False
-        # Drop faults, the last first: later faults are more often the noise.
-        for i in reversed(range(len(best.faults))):
-            candidate = FaultPlan(best.faults[:i] + best.faults[i + 1 :])
-            if still_fails(candidate):
-                best, changed = candidate, True
-        for i, fault in enumerate(best.faults):
-            for simpler in _simpler(fault):
-                candidate = FaultPlan((*best.faults[:i], simpler, *best.faults[i + 1 :]))
-                if still_fails(candidate):
-                    best, changed = candidate, True
-                    break
-    return best, tried
+        indices = list(reversed(range(len(best.faults))))
+        while indices:
+            batch = [FaultPlan(best.faults[:i] + best.faults[i + 1 :]) for i in indices]
+            hit = yield batch
+            if hit is None:
+                break
+            best, changed, indices = batch[hit], True, indices[hit + 1 :]
+        faults = best.faults  # each fault as the pass began: a change at i leaves the others
+        position = 0
+        while position < len(faults):
+            owners, batch = [], []
+            for i in range(position, len(faults)):
+                for simpler in _simpler(faults[i]):
+                    owners.append(i)
+                    batch.append(FaultPlan((*best.faults[:i], simpler, *best.faults[i + 1 :])))
+            if not batch:
+                break
+            hit = yield batch
+            if hit is None:
+                break
+            best, changed, position = batch[hit], True, owners[hit] + 1
+    return best
 
 
 def _simpler(fault: Fault) -> Iterator[Fault]:

@@ -30,8 +30,9 @@ from sims import (
 from sims.faults._check import check_plan
 from sims.search._aimed import aimed_plans
 from sims.search._coverage import Coverage, features_of, struck_service_calls
-from sims.search._explore import _guided_pairs, _Search, _single_plans
+from sims.search._explore import _Search
 from sims.search._shape import WorldShape, _service_calls
+from sims.search._stages import guided_pairs, single_plans
 
 WORLD = Path(__file__).parent / "worlds" / "bank_fallback.py"
 BUGGY = f"{WORLD}:fallback"
@@ -94,7 +95,7 @@ def test_service_calls_are_numbered_per_drive_and_operation_with_each_ones_timeo
 
 
 def test_stage_one_strikes_every_service_call_of_the_clean_world_five_ways() -> None:
-    singles = _single_plans(SHAPE, 10_000)
+    singles = single_plans(SHAPE, 10_000)
     for plan in singles:
         _fits(plan)
     struck = [plan.faults[0] for plan in singles if _strikes_a_service_call(plan.faults[0])]
@@ -119,7 +120,7 @@ def test_stage_one_strikes_every_service_call_of_the_clean_world_five_ways() -> 
 
 
 def test_a_small_share_still_tries_every_service_fault_first() -> None:
-    singles = _single_plans(SHAPE, 12)
+    singles = single_plans(SHAPE, 12)
     assert len(singles) == 12
     # The five faults of the one call and the five outages whole, then two of the scope's.
     assert sum(_strikes_a_service_call(plan.faults[0]) for plan in singles[:5]) == 5
@@ -172,9 +173,9 @@ def test_the_guided_pairs_combine_service_faults_with_the_scopes() -> None:
         fresh_process=False,
         clock=lambda: 0.0,
     )
-    singles = _single_plans(world_shape(FIXED), 10_000)
-    assert searching.first_failing(singles) is None
-    pairs = list(_guided_pairs(searching, singles))
+    singles = single_plans(world_shape(FIXED), 10_000)
+    assert searching.first_failing(singles, remember=True) is None
+    pairs = list(guided_pairs(singles, searching.coverage, searching.reached))
     assert len(pairs) == 45  # ten singles, six of the scope and four of the services
     mixed = [
         p
