@@ -3,6 +3,12 @@
 Each seed is an independent world, so a sweep is embarrassingly parallel; a worker returns only a
 small, picklable summary of its world, never its trace, and the summary says how to replay any
 seed that did not come out as documented.
+
+A worker runs many worlds in one process, and a world that keeps state in a module global depends
+on the worlds run before it there. So a failing seed is run again alone, in a fresh process
+(:mod:`._fresh`), before its findings are laid on the spec or the user's checks: one that gives
+another world there is "not a function of its seed", with the first event where the two parted,
+and no command is printed for it, since none would reproduce what it did in the sweep.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from ..oracle._probes import probe_lines
 from ..oracle._report import MISTAKES, verdict_words
 from ..scenarios._registry import ScenarioRef, find_scenario
 from ._dask import run_on_cluster
+from ._fresh import close_fresh_worlds, fresh_difference
 from ._outcome import explore_command, replay_command
 from ._raised import WORLD_RAISED, WorldRaised
 from ._rerun import NONDETERMINISM_HELP, first_difference
@@ -32,8 +39,9 @@ from ._simulate import simulate
 #: How many of a failing seed's findings a sweep's report lists (the rest are counted).
 _SHOWN_PER_SEED = 3
 
-#: Besides every failing seed, one seed in this many is run twice and its traces compared: a
-#: handler that reads random, the wall clock or state from an earlier world shows there.
+#: Besides every failing seed (run again alone, in a fresh process), one seed in this many is run
+#: twice in its own process and its traces compared: a handler that reads random or the wall clock
+#: shows there.
 RERUN_EVERY = 20
 
 #: How many failing seeds a sweep's report lists by default (``--show N``); the rest are counted,
@@ -64,6 +72,12 @@ class SeedSummary:
     violated: tuple[tuple[str, int], ...] = ()
     #: The names of the scenario's own checks (the user's), which ran on this world.
     user_checks: tuple[str, ...] = ()
+    #: For a failing seed: whether its world, run again alone in a fresh process, was the one the
+    #: sweep ran (None: not confirmed, see ``unconfirmed``, or a seed that did not fail).
+    confirmed: bool | None = None
+    #: Why a failing seed could not be run in a fresh process (its scenario cannot be loaded
+    #: there), or "".
+    unconfirmed: str = ""
 
     @property
     def ok(self) -> bool:
@@ -71,9 +85,9 @@ class SeedSummary:
 
     @property
     def judged(self) -> bool:
-        """Whether what this seed found is laid on the spec or the user: it was a function of
-        its seed (run twice, the same world)."""
-        return not self.nondeterministic
+        """Whether what this seed found is laid on the spec or the user: it did not fail, or a
+        fresh process reproduced its world byte for byte."""
+        return self.ok or self.confirmed is True
 
     @property
     def raised(self) -> bool:
@@ -97,7 +111,8 @@ class SweepReport:
 
     @property
     def judged(self) -> tuple[SeedSummary, ...]:
-        """The seeds whose findings are laid on the spec or the user."""
+        """The seeds whose findings are laid on the spec or the user: those that did not fail,
+        and the failing ones a fresh process reproduced."""
         return tuple(s for s in self.seeds if s.judged)
 
     @property
@@ -106,15 +121,20 @@ class SweepReport:
         nobody, since no command reproduces it."""
         return tuple(s for s in self.seeds if s.nondeterministic)
 
+    @property
+    def unconfirmed(self) -> tuple[SeedSummary, ...]:
+        """The failing seeds no fresh process could run (it could not load the scenario)."""
+        return tuple(s for s in self.seeds if not s.judged and not s.nondeterministic)
+
     def replay_command(self, seed: int) -> str:
         return replay_command(self.scenario, seed, mutant=self.mutant)
 
     def verdict(self) -> str:
         """The verdict's sentence, in the words of a single run's: the spec's violations apart
         from the user's checks that failed and the user's mistakes, and in how many seeds; first
-        the seeds whose findings are laid on nobody (not a function of their seed) and those
-        whose world raised, where no check ran, and then what held said to hold only in the
-        other seeds."""
+        the seeds whose findings are laid on nobody (not a function of their seed, or not
+        confirmed) and those whose world raised, where no check ran, and then what held said to
+        hold only in the other seeds."""
         total = len(self.seeds)
         raised = [s for s in self.judged if s.raised]
         checked = [s for s in self.judged if not s.raised]
@@ -145,8 +165,16 @@ class SweepReport:
         if unsure:
             yield (
                 f"{unsure} of {total} {'was' if unsure == 1 else 'were'} not a function of "
-                f"{'its' if unsure == 1 else 'their'} seed (run twice, each gave another world), "
-                "so what was found in them is laid on neither the spec nor your checks"
+                f"{'its' if unsure == 1 else 'their'} seed (run again alone in a fresh process, or "
+                "twice, each gave another world), so what was found in them is laid on neither "
+                "the spec nor your checks"
+            )
+        unconfirmed = self.unconfirmed
+        if unconfirmed:
+            yield (
+                f"{len(unconfirmed)} of {total} could not be run again in a fresh process "
+                f"({unconfirmed[0].unconfirmed}), so what was found in them is laid on neither "
+                "the spec nor your checks"
             )
 
     def lines(self, *, show: int = SHOWN_SEEDS) -> Iterator[str]:
@@ -157,10 +185,12 @@ class SweepReport:
             raise ValueError(f"show={show!r}; pass how many failing seeds to list, 0 or more")
         total = len(self.seeds)
         rate = total / self.seconds if self.seconds else float("inf")
-        unsure = len(self.not_functions)
+        unsure, unconfirmed = len(self.not_functions), len(self.unconfirmed)
         apart = []
         if unsure:
             apart.append(f"{unsure} not a function of {'its' if unsure == 1 else 'their'} seed")
+        if unconfirmed:
+            apart.append(f"{unconfirmed} not confirmed in a fresh process")
         yield (
             f"sweep {self.scenario}{' with mutant ' + self.mutant if self.mutant else ''}: "
             f"{plural(total, 'seed')} in {self.seconds:.1f} s ({rate:.1f} seeds/s), "
@@ -175,8 +205,9 @@ class SweepReport:
         yield from probe_lines(self.seeds)
         rerun = sum(1 for s in self.seeds if s.rerun)
         yield (
-            f"  determinism: {plural(rerun, 'world')} run twice (every failing seed and one in "
-            f"{RERUN_EVERY} others), {unsure} differed"
+            f"  determinism: {plural(rerun, 'world')} run twice (every failing seed, again alone "
+            f"in a fresh process, and one in {RERUN_EVERY} others in the same process), "
+            f"{unsure} differed"
         )
         yield from self._unfired_lines()
         failing = self.failing
@@ -192,13 +223,16 @@ class SweepReport:
 
     def _seed_lines(self, summary: SeedSummary) -> Iterator[str]:
         """One failing seed: the command that reproduces it; or, for a seed that is not a
-        function of its seed, why no command is given."""
+        function of its seed (or that no fresh process could run), why no command is given."""
         found = (*summary.violations, *summary.mismatches)
         here = "where it found:" if found else "where it was as documented"
         if summary.nondeterministic:
             yield f"  seed {summary.seed}: not a function of its seed: {summary.nondeterministic}"
             yield f"      {NONDETERMINISM_HELP}"
             yield f"      so no command reproduces what it did in this sweep, {here}"
+        elif not summary.judged:
+            yield f"  seed {summary.seed}: not confirmed in a fresh process: {summary.unconfirmed}"
+            yield f"      so no command is known to reproduce what it did in this sweep, {here}"
         else:
             yield f"  seed {summary.seed}: {self.replay_command(summary.seed)}"
         for text in found[:_SHOWN_PER_SEED]:
@@ -218,8 +252,8 @@ class SweepReport:
         """Violations by check, and in how many seeds: a sweep of many failing seeds is read
         here first, not seed by seed. Every failing seed is counted on some line: under each
         check it broke (a world that raised under ``world-raised``), as not as documented, or
-        apart, as not a function of its seed (under no check: nothing it found is laid on
-        anyone)."""
+        apart, as not a function of its seed or not confirmed (under no check: nothing it found
+        is laid on anyone)."""
         user = {check for s in self.seeds for check in s.user_checks}
         found: Counter[str] = Counter()
         where: Counter[str] = Counter()
@@ -240,7 +274,13 @@ class SweepReport:
         if unsure:
             yield (
                 f"  not a function of its seed: {plural(unsure, 'seed')}, counted under no "
-                "check: run twice, each gave another world"
+                "check: run again alone in a fresh process, or twice, each gave another world"
+            )
+        unconfirmed = len(self.unconfirmed)
+        if unconfirmed:
+            yield (
+                f"  not confirmed in a fresh process: {plural(unconfirmed, 'seed')}, counted "
+                "under no check"
             )
 
     def _unfired_lines(self) -> Iterator[str]:
@@ -283,13 +323,21 @@ def _whose(check: str, user: set[str]) -> str:
 
 
 def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
-    """One seed's world, reduced to what a sweep reports."""
+    """One seed's world, reduced to what a sweep reports. A failing seed is run again alone in a
+    fresh process; a seed that did not fail, one in :data:`RERUN_EVERY` of them, twice here."""
     scenario, seed, mutant = job
     simulation = simulate(scenario, seed, mutant=mutant)
     report = simulation.report
+    traced = simulation.outcome.setup.trace
+    violations = tuple(finding.line() for finding in report.violations)
+    confirmed, said = None, ""
+    if not simulation.ok:
+        trace = simulation.outcome.trace if traced else None
+        found = (*violations, *simulation.mismatches)
+        confirmed, said = fresh_difference(scenario, seed, mutant, trace, found)
+    differs = said if confirmed is False else None
     rerun = not simulation.ok or seed % RERUN_EVERY == 0
-    differs = None
-    if rerun and simulation.outcome.setup.trace:
+    if rerun and confirmed is None and traced:
         again = simulate(scenario, seed, mutant=mutant)
         differs = first_difference(simulation.outcome.trace, again.outcome.trace)
     return SeedSummary(
@@ -297,7 +345,7 @@ def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
         nondeterministic=differs or "",
         rerun=rerun,
         seed=seed,
-        violations=tuple(finding.line() for finding in report.violations),
+        violations=violations,
         mismatches=simulation.mismatches,
         explained=tuple(finding.check for finding in report.explained),
         rpcs=simulation.facts.count("rpc.exec"),
@@ -305,24 +353,33 @@ def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
         unfired=tuple(type(fault).__name__ for fault in simulation.outcome.unfired),
         violated=tuple(sorted(report.violations_of().items())),
         user_checks=report.user_checks,
+        confirmed=confirmed,
+        unconfirmed=said if confirmed is None else "",
     )
 
 
 def summarise_in_worker(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
     """:func:`summarise`, where a world that raised is its seed's finding under ``world-raised``
     (three strings, :class:`WorldRaised`), in this process as in a worker's: whatever it raised,
-    the sweep reports it and goes on."""
+    the sweep reports it and goes on. It too is run again alone, in a fresh process."""
     try:
         return summarise(job)
     except Exception as error:
         raised = WorldRaised.of(job[1], error)
+    scenario, seed, mutant = job
+    finding = raised.finding()
+    confirmed, said = fresh_difference(scenario, seed, mutant, None, (finding,))
     return SeedSummary(
-        seed=raised.seed,
-        violations=(raised.finding(),),
+        seed=seed,
+        violations=(finding,),
         mismatches=(),
         explained=(),
         rpcs=0,
         violated=((WORLD_RAISED, 1),),
+        rerun=True,
+        nondeterministic=said if confirmed is False else "",
+        confirmed=confirmed,
+        unconfirmed=said if confirmed is None else "",
     )
 
 
@@ -351,7 +408,10 @@ def sweep(
     # not fork from this process loads the user's file from its absolute path.
     found = find_scenario(scenario)
     ref = found.ref
-    work = [(ref, seed, mutant) for seed in sweep_seeds(seeds)]
+    given = sweep_seeds(seeds)
+    # A seed is one world: a seed given twice is run, and confirmed, once.
+    distinct = given if isinstance(given, range) else list(dict.fromkeys(given))
+    work = [(ref, seed, mutant) for seed in distinct]
     started = time.perf_counter()
     results: list[SeedSummary] = []
     failing = 0
@@ -364,16 +424,20 @@ def sweep(
             if progress is not None:
                 progress(len(results), len(work), failing)
 
-    if scheduler is not None:
-        run_on_cluster(scheduler, summarise_in_worker, work, collect=collect)
-    elif jobs == 1:
-        collect(summarise_in_worker(job) for job in work)
-    else:
-        # fork keeps the scenarios a parent registered (tests register their own); each worker
-        # then runs its own trio.run per seed. A world that raised comes back as a value.
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            chunksize = max(1, len(work) // (jobs * 8))
-            collect(pool.imap(summarise_in_worker, work, chunksize=chunksize))
+    try:
+        if scheduler is not None:
+            run_on_cluster(scheduler, summarise_in_worker, work, collect=collect)
+        elif jobs == 1:
+            collect(summarise_in_worker(job) for job in work)
+        else:
+            # fork keeps the scenarios a parent registered (tests register their own); each
+            # worker then runs its own trio.run per seed. A world that raised comes back as a
+            # value; a worker's fresh process ends with it.
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                chunksize = max(1, len(work) // (jobs * 8))
+                collect(pool.imap(summarise_in_worker, work, chunksize=chunksize))
+    finally:
+        close_fresh_worlds()
     results.sort(key=lambda s: s.seed)
     return SweepReport(
         scenario=str(ref),
