@@ -201,7 +201,8 @@ def _add_explore(commands: Any) -> None:
         "--budget",
         metavar="N|Ts",
         help="how much to search: N worlds, or T seconds of CPU (--budget 60s); by default "
-        f"{DEFAULT_WORLDS} worlds or {DEFAULT_SECONDS:g} s, whichever ends first",
+        f"{DEFAULT_WORLDS} worlds or {DEFAULT_SECONDS:g} s, whichever ends first; "
+        "Ctrl-C stops it and says what it searched",
     )
     explore.add_argument(
         "--examples", type=whole_number, help="most worlds to run (the same as --budget N)"
@@ -309,6 +310,10 @@ def checked_positive(value: int, option: str) -> int:
     return value
 
 
+#: The world budget of a time budget: more worlds than any search runs.
+_UNCOUNTED = 1_000_000_000
+
+
 def checked_budget(text: str | None, examples: int | None) -> tuple[int, float | None]:
     """``--budget``: (worlds, seconds of CPU or None) from ``N`` or ``Ts``; ``--examples N`` is
     ``--budget N``; neither gives the default, a world count and a time, whichever ends first."""
@@ -324,10 +329,25 @@ def checked_budget(text: str | None, examples: int | None) -> tuple[int, float |
             seconds = float(spelled[:-1])
             if not seconds > 0 or seconds == float("inf"):
                 raise ValueError
-            return 1_000_000_000, seconds
+            return _UNCOUNTED, seconds
         worlds = int(spelled)
     except ValueError:
         raise UsageError(
             f"--budget {text!r}: give a number of worlds (300) or of seconds (60s)"
         ) from None
     return checked_positive(worlds, "--budget"), None
+
+
+#: How explore says that Ctrl-C stops it (before it begins, and in its help).
+CTRL_C_WORDS = "Ctrl-C stops it and says what it searched"
+
+
+def budget_words(worlds: int, seconds: float | None, *, cpu: bool = True) -> str:
+    """A budget from :func:`checked_budget` in words: "up to 300 worlds or 30 s of CPU, whichever
+    ends first"."""
+    if seconds is None:
+        return f"up to {worlds} worlds"
+    time = f"{seconds:g} s of {'CPU' if cpu else 'wall-clock time'}"
+    if worlds >= _UNCOUNTED:
+        return f"for up to {time}"
+    return f"up to {worlds} worlds or {time}, whichever ends first"

@@ -42,11 +42,13 @@ from ..scenarios._registry import (
     find_scenario,
     load_file,
 )
-from ..search._explore import search
+from ..search._explore import SearchReport, search
 from ..timeline._render import render_terminal, write_timeline
 from ..timeline._story import story_lines
 from ._arguments import (
+    CTRL_C_WORDS,
     UsageError,
+    budget_words,
     build_parser,
     checked_budget,
     checked_mutant,
@@ -56,6 +58,7 @@ from ._arguments import (
     glue_seeds,
 )
 from ._conformance import conformance_command
+from ._interrupt import stop_on_ctrl_c
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -557,17 +560,35 @@ def _explore(arguments: argparse.Namespace) -> int:
     seed = parse_seed(arguments.seed)
     worlds, seconds = checked_budget(arguments.budget, arguments.examples)
     max_faults = checked_positive(arguments.max_faults, "--max-faults")
-    report = search(
-        scenario.ref,
-        seed=seed,
-        mutant=mutant,
-        max_worlds=worlds,
-        max_seconds=seconds,
-        max_faults=max_faults,
-        start=checked_plan(arguments.plan),
-        jobs=checked_positive(arguments.jobs, "--jobs"),
-        scheduler=arguments.scheduler,
-    )
+    start = checked_plan(arguments.plan)
+    jobs = checked_positive(arguments.jobs, "--jobs")
+    here = jobs == 1 and arguments.scheduler is None
+    progress = _explore_progress(f"searching {budget_words(worlds, seconds, cpu=here)}")
+    with stop_on_ctrl_c() as stop:
+        try:
+            report = search(
+                scenario.ref,
+                seed=seed,
+                mutant=mutant,
+                max_worlds=worlds,
+                max_seconds=seconds,
+                max_faults=max_faults,
+                start=start,
+                jobs=jobs,
+                scheduler=arguments.scheduler,
+                stop=stop,
+                progress=progress,
+            )
+            _print_explored(report)
+        except KeyboardInterrupt:
+            _tell_explore("stopped by a second Ctrl-C, before it could say what it searched")
+            return 130
+    if stop.is_set():
+        return 130  # as a shell says of a command Ctrl-C stopped
+    return 1 if report.failed else 0
+
+
+def _print_explored(report: SearchReport) -> None:
     for line in report.lines():
         print(line)
     found = report.found
@@ -576,7 +597,25 @@ def _explore(arguments: argparse.Namespace) -> int:
         print(f"  {found.command()}")
         print("\nas code:")
         print(textwrap.indent(found.code(), "  "))
-    return 1 if report.failed else 0
+
+
+def _tell_explore(line: str) -> None:
+    print(f"explore: {line}", file=sys.stderr, flush=True)
+
+
+def _explore_progress(budget: str) -> Callable[[str], None]:
+    """What explore is doing, on stderr, as it begins each stage (a long search is never silent),
+    after its budget and how to stop it, once the search has begun (a usage error is one line)."""
+    begun = False
+
+    def tell(line: str) -> None:
+        nonlocal begun
+        if not begun:
+            begun = True
+            _tell_explore(f"{budget}; {CTRL_C_WORDS}")
+        _tell_explore(line)
+
+    return tell
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

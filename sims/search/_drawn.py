@@ -41,7 +41,7 @@ ROUND_PLANS = 100
 _FEWEST = 50
 #: How many plans the search remembers having run, so as not to run one again (the oldest are
 #: forgotten first: a long search's memory stays flat).
-REMEMBERED = 200_000
+REMEMBERED = 100_000
 
 
 class Stopped(BaseException):

@@ -526,6 +526,7 @@ class _Search:
             )
         reproduced: bool | None = None
         if self.fresh_process and "database=" not in found.command() and not self._interrupted():
+            self.tell("running the smallest failing plan again in a fresh process")
             differs = _fresh_difference(found)
             if self._interrupted():  # Ctrl-C reached the fresh process too
                 return self.report(found=found, stopped="interrupted", shrinking_cut=cut)

@@ -1,0 +1,343 @@
+"""A budget that holds: every stage stops within its seconds (Hypothesis's drawing and shrinking
+included), a stop event (Ctrl-C) ends the search at once with the summary of what it searched,
+and a long search keeps only what its feedback needs."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sims import CrashAfter, FaultPlan, HoldLeg, SearchReport, search, world_shape
+from sims.cli._arguments import budget_words, checked_budget
+from sims.cli._interrupt import stop_on_ctrl_c
+from sims.cli._main import main
+from sims.search import _executor, _explore
+from sims.search._drawn import Drawn, Stopped, Tried
+from sims.search._executor import InProcess, WorldJob, WorldResult
+from sims.search._explore import _Search
+from sims.search._stages import single_plans
+
+RACY = Path(__file__).parent / "worlds" / "racy_jobs.py"
+CLEAN = f"{RACY}:at-least-once"
+RACE = f"{RACY}:check-then-send"
+EXAMPLES = Path(__file__).parents[2] / "examples"
+#: What each world costs on the clock of these tests.
+WORLD_S = 0.01
+
+
+@pytest.fixture
+def worlds_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[], float]:
+    """A clock that moves only as worlds of the search's stages run, WORLD_S each: a time budget
+    of N × WORLD_S is N worlds, on any machine."""
+    ran = [0]
+    real = _executor.run_world
+
+    def counted(job: WorldJob) -> WorldResult:
+        ran[0] += 1
+        return real(job)
+
+    monkeypatch.setattr(_executor, "run_world", counted)
+    monkeypatch.setattr(_explore, "run_world", counted)
+    return lambda: ran[0] * WORLD_S
+
+
+def _stages(lines: list[str]) -> Callable[[str], None]:
+    return lines.append
+
+
+def _singles(scenario: str) -> int:
+    return len(single_plans(world_shape(scenario), 10**9))
+
+
+# -- every stage stops within its seconds --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cut", "stage"),
+    [
+        (lambda singles: singles // 2, "single faults"),
+        (lambda singles: singles + 20, "the rarest single faults, in pairs"),
+        (lambda singles: singles + 45 + 60, "plans Hypothesis draws"),
+    ],
+)
+def test_each_stage_stops_when_the_time_runs_out(
+    worlds_clock: Callable[[], float], cut: Callable[[int], int], stage: str
+) -> None:
+    worlds = cut(_singles(CLEAN))
+    said: list[str] = []
+    report = search(
+        CLEAN,
+        max_worlds=10**9,
+        max_seconds=worlds * WORLD_S,
+        clock=worlds_clock,
+        progress=_stages(said),
+    )
+    assert report.stopped == "seconds"
+    assert report.worlds == 2 + worlds  # the clean world twice, then exactly the budget's
+    assert said[-1].startswith(stage)
+    line = next(report.lines())
+    assert line.startswith(f"explore {report.scenario}, seed 1: no check failed in {2 + worlds} ")
+    assert line.endswith(" s of CPU (the time budget ran out). What was searched:")
+
+
+def test_hypothesis_stops_drawing_when_the_time_runs_out() -> None:
+    # The clock jumps past the budget as Hypothesis's stage begins: it draws nothing more (its
+    # find is stopped from inside its test function), and the search ends with what it has.
+    now = [0.0]
+    said: list[str] = []
+
+    def tell(line: str) -> None:
+        said.append(line)
+        if line.startswith("plans Hypothesis draws"):
+            now[0] = 100.0
+
+    report = search(CLEAN, max_worlds=10**9, max_seconds=10.0, clock=lambda: now[0], progress=tell)
+    assert report.stopped == "seconds"
+    assert report.worlds == 2 + _singles(CLEAN) + 45
+    assert said[-1] == "plans Hypothesis draws"
+
+
+def test_a_round_of_hypothesis_is_stopped_from_inside_its_test_function() -> None:
+    # The search's time runs out while Hypothesis draws a round: its find is stopped from inside
+    # the function it calls, keeping what it drew, and no round after it draws anything.
+    asked = [0]
+
+    def check() -> None:
+        asked[0] += 1
+        if asked[0] > 30:
+            raise Stopped
+
+    drawn = Drawn(shape=world_shape(CLEAN), max_faults=4, most=2_000, tried=Tried(), check=check)
+    plans = list(drawn.plans())
+    assert 0 < len(plans) <= 30
+    assert asked[0] <= 33  # the stopped round, then one call for each later round
+
+
+def _searching(scenario: str, clock: Callable[[], float], **fields: Any) -> _Search:
+    return _Search(
+        **{
+            "scenario": scenario,
+            "shown": scenario,
+            "seed": 1,
+            "mutant": None,
+            "max_worlds": 10**9,
+            "max_seconds": None,
+            "fresh_process": False,
+            "clock": clock,
+            "executor": InProcess(),
+            **fields,
+        }
+    )
+
+
+def test_hypothesis_stops_shrinking_when_the_time_runs_out(
+    worlds_clock: Callable[[], float],
+) -> None:
+    shape = world_shape(RACE)
+    found_at: list[int] = []
+    unbounded = _searching(RACE, worlds_clock)
+    unbounded.progress = lambda line: (
+        found_at.append(unbounded.worlds) if "shrinks" in line else None
+    )
+    smallest = unbounded.hypothesis(shape, 4)
+    assert isinstance(smallest, FaultPlan)
+    [first] = found_at
+    assert unbounded.worlds > first + 3  # shrinking it, unbounded, takes more than three worlds
+    start = worlds_clock()
+    bounded = _searching(RACE, worlds_clock, max_seconds=(first + 3) * WORLD_S)
+    bounded.started = start
+    cut = bounded.hypothesis(shape, 4)
+    assert isinstance(cut, FaultPlan)
+    assert bounded.worlds == first + 3
+    assert bounded.violates(cut)  # the smallest failing plan so far: it fails
+
+
+def test_the_shrinker_stops_when_the_time_runs_out_and_says_so() -> None:
+    noisy = FaultPlan(
+        (
+            CrashAfter(drive="alarm", operation="claim", nth=3, down_ms=1000.0),
+            HoldLeg(drive="cron", operation="invoke", nth=1, leg="reply", until="effect"),
+        )
+    )
+    now = [0.0]
+
+    def tell(line: str) -> None:
+        if line.startswith("shrinking"):
+            now[0] = 100.0
+
+    report = search(
+        RACE,
+        start=noisy,
+        max_seconds=10.0,
+        clock=lambda: now[0],
+        progress=tell,
+        fresh_process=False,
+    )
+    assert report.found is not None
+    assert report.found.plan == noisy  # not one world of shrinking
+    assert report.shrinking_cut == "seconds"
+    assert report.stopped == "found"
+    lines = list(report.lines())
+    assert lines[0].startswith(
+        f"explore {report.scenario}, seed 1: the smallest failing plan found has 2 faults"
+    )
+    assert (
+        "shrinking it was cut short (the time budget ran out): a smaller plan may fail too."
+        in lines
+    )
+
+
+# -- a stop event: Ctrl-C ------------------------------------------------------------------------
+
+
+def _stopped_at(stage: str, scenario: str, **options: Any) -> SearchReport:
+    stop = threading.Event()
+
+    def tell(line: str) -> None:
+        if line.startswith(stage):
+            stop.set()
+
+    return search(scenario, stop=stop, progress=tell, **options)
+
+
+def test_a_stop_ends_the_search_with_what_it_searched() -> None:
+    report = _stopped_at("the rarest single faults", CLEAN, max_seconds=None)
+    assert report.stopped == "interrupted"
+    assert report.worlds == 2 + _singles(CLEAN)
+    assert not report.failed
+    lines = list(report.lines())
+    assert lines[0].endswith(" s of CPU (interrupted: Ctrl-C). What was searched:")
+    assert lines[1].startswith("  windows entered: ")
+
+
+def test_a_stop_while_shrinking_reports_the_failing_plan_found_so_far() -> None:
+    report = _stopped_at("shrinking", RACE, max_seconds=None)
+    assert report.stopped == "interrupted"
+    assert report.found is not None
+    assert report.shrinking_cut == "interrupted"
+    assert report.reproduced is None  # no fresh process after a Ctrl-C: it asked for the answer
+    assert report.found.simulation.report.violations
+    lines = list(report.lines())
+    assert "shrinking it was cut short (interrupted: Ctrl-C): a smaller plan may fail too." in lines
+    assert "it failed again in this process; it was not run in a fresh process." in lines
+
+
+def test_a_stop_on_worker_processes_ends_the_search_as_in_one() -> None:
+    report = _stopped_at("the rarest single faults", CLEAN, max_seconds=None, jobs=2)
+    assert report.stopped == "interrupted"
+    assert report.worlds == 2 + _singles(CLEAN)
+
+
+@contextmanager
+def _explore_until(line: str, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """``python -m sims explore ARGS`` in its own process group (as a terminal runs it), handed
+    over once it printed ``line`` on stderr."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sims", "explore", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert process.stderr is not None
+        for said in process.stderr:
+            if said == f"explore: {line}\n":
+                break
+        else:
+            raise AssertionError(f"explore ended (exit {process.wait()}) before it said {line!r}")
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_stops_explore_at_once_with_its_summary_and_exit_130(jobs: str) -> None:
+    # Real processes and a real signal: the one test here that takes real time. It waits for the
+    # line explore prints as Hypothesis's stage begins, with a minute of budget left, and sends
+    # Ctrl-C to the whole process group, as a terminal does (worker processes included).
+    world = f"{EXAMPLES / 'double_charge.py'}:charge-once"
+    args = (world, "--budget", "60s", "--jobs", jobs)
+    with _explore_until("plans Hypothesis draws", *args) as process:
+        os.killpg(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert re.match(r"explore \S*double_charge.py:charge-once, seed 1: no check failed in ", out)
+    assert "(interrupted: Ctrl-C). What was searched:\n  windows entered: " in out
+    assert "Traceback" not in err
+    assert "Exception ignored" not in err
+
+
+# -- the command line tells its budget and each stage --------------------------------------------
+
+
+def test_explore_says_its_budget_and_each_stage_on_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["explore", CLEAN, "--budget", "80"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "explore: searching up to 80 worlds; Ctrl-C stops it and says what it searched",
+        "explore: the clean world, twice",
+        f"explore: single faults ({min(_singles(CLEAN), (80 - 2) // 2)} plans)",
+        "explore: the rarest single faults, in pairs",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("budget", "cpu", "words"),
+    [
+        (None, True, "up to 300 worlds or 30 s of CPU, whichever ends first"),
+        ("60s", True, "for up to 60 s of CPU"),
+        ("60s", False, "for up to 60 s of wall-clock time"),
+        ("500", True, "up to 500 worlds"),
+    ],
+)
+def test_a_budget_in_words(budget: str | None, cpu: bool, words: str) -> None:
+    assert budget_words(*checked_budget(budget, None), cpu=cpu) == words
+
+
+# -- memory: only what the feedback needs --------------------------------------------------------
+
+
+def test_a_search_keeps_what_each_single_fault_reached_and_nothing_of_later_worlds() -> None:
+    searching = _searching(CLEAN, lambda: 0.0)
+    searching.max_worlds = 400
+    shape = world_shape(CLEAN)
+    singles = single_plans(shape, 10**9)
+    assert searching.first_failing(singles, remember=True) is None
+    assert searching.hypothesis(shape, 4) is not None  # the world budget ran out
+    assert searching.worlds == 400
+    assert set(searching.reached) == set(singles)  # Hypothesis's worlds left nothing behind
+
+
+def test_outside_the_main_thread_ctrl_c_is_left_alone() -> None:
+    # No signal reaches a thread other than the main one, where Python refuses a handler: the
+    # event is still there, for its caller to set.
+    seen: list[bool] = []
+
+    def run() -> None:
+        with stop_on_ctrl_c() as stop:
+            seen.append(stop.is_set())
+
+    before = signal.getsignal(signal.SIGINT)
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert seen == [False]
+    assert signal.getsignal(signal.SIGINT) is before
+    with stop_on_ctrl_c():
+        assert signal.getsignal(signal.SIGINT) is not before
+    assert signal.getsignal(signal.SIGINT) is before
