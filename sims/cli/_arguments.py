@@ -79,7 +79,8 @@ fault plans (--plan): a FaultPlan of faults, written as Python values, e.g.
 
 the spec, and the words above: docs/protocol.md (the job-run protocol, with a glossary).
 your own jobs: docs/simulating-your-jobs.md (python -m sims run examples/FILE.py:NAME).
-exit codes: 0 clean, 1 a finding, 2 a usage error."""
+exit codes: 0 clean, 1 a finding, 2 a usage error, 130 stopped by Ctrl-C (explore first says
+  what it searched)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -200,7 +201,8 @@ def _add_explore(commands: Any) -> None:
     explore.add_argument(
         "--budget",
         metavar="N|Ts",
-        help="how much to search: N worlds, or T seconds of CPU (--budget 60s); by default "
+        help="how much to search: N worlds, or T seconds of CPU (--budget 60s; of wall-clock "
+        "time with --jobs or --scheduler); by default "
         f"{DEFAULT_WORLDS} worlds or {DEFAULT_SECONDS:g} s, whichever ends first; "
         "Ctrl-C stops it and says what it searched",
     )
