@@ -66,7 +66,7 @@ from ._drawn import Drawn, Stopped, Tried
 from ._executor import Cluster, Executor, InProcess, Processes, WorldJob, WorldResult, run_world
 from ._shape import WorldShape, shape_of, world_shape
 from ._shrink import shrink_in_batches
-from ._stages import guided_pairs, single_plans
+from ._stages import answer_in_doubt_then_down, guided_pairs, single_plans
 
 __all__ = [
     "Exploration",
@@ -299,10 +299,18 @@ def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> Sea
         return searching.shrunk(start)
     shape = shape_of(clean)
     singles = single_plans(shape, max(1, (searching.max_worlds - searching.worlds) // 2))
+    # The coordinated faults at a service take at most a quarter of what is left after them.
+    doubted = answer_in_doubt_then_down(
+        shape, max(1, (searching.max_worlds - searching.worlds - len(singles)) // 4)
+    )
     stages: tuple[tuple[str, Callable[[], _Outcome]], ...] = (
         (
             f"single faults ({len(singles)} plans)",
             lambda: searching.first_failing(singles, remember=True),
+        ),
+        (
+            f"an answer in doubt, then its service down ({len(doubted)} plans)",
+            lambda: searching.first_failing(doubted),
         ),
         (
             "the rarest single faults, in pairs",

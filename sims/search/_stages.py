@@ -4,7 +4,11 @@ plans, in this process or on many workers, and feeds back what each world reache
 
 1. :func:`single_plans`: every single fault that strikes at an event of the world, the job's
    outside world first;
-2. :func:`guided_pairs`: the single faults whose worlds reached the rarest windows, probes and
+2. :func:`answer_in_doubt_then_down`: two faults that work together at a service: one call's
+   answer left in doubt (its reply lost, or past the caller's timeout, or its request given up
+   and delivered late), and the service down from just after that call ran, so that what the job
+   does next (a retry, a fallback, a reconciliation) meets a refusal;
+3. :func:`guided_pairs`: the single faults whose worlds reached the rarest windows, probes and
    marks, combined in pairs.
 """
 
@@ -65,6 +69,31 @@ def _service_call_plans(shape: WorldShape) -> Iterator[FaultPlan]:
             )
             yield FaultPlan((held,))
         yield FaultPlan((CrashAfter(drive=drive, operation=op, nth=nth),))
+
+
+def answer_in_doubt_then_down(shape: WorldShape, share: int) -> list[FaultPlan]:
+    """Stage 2, coordinated faults at a service, at most ``share`` of them: for every service
+    call of the clean world, its answer left in doubt, and its service down from just after the
+    call ran (the call itself runs), until the lease has passed twice (a retry of a later pass
+    gets through) or until the world's end (none does). A refusal is honest about the request it
+    answers, not about the earlier one that ran: a job that falls back on a refusal after a
+    timeout does its effect twice, and no single fault shows it."""
+    plans: list[FaultPlan] = []
+    for call in shape.service_calls:
+        drive, op, nth = call.drive, call.operation, call.nth
+        doubts = (
+            DropLeg(drive=drive, operation=op, nth=nth, leg="reply"),
+            DelayLeg(
+                drive=drive, operation=op, nth=nth, leg="reply", ms=shape.past_timeout_ms(call)
+            ),
+            LateRequest(drive=drive, operation=op, nth=nth, ms=shape.moved_on_ms(call)),
+        )
+        ran = call.sent_ms + shape.latency_of(call.service) + 1.0
+        ends = (ran + 2.0 * shape.lease_ms, shape.horizon_ms + shape.lease_ms)
+        for end in dict.fromkeys(max(end, ran + 1.0) for end in ends):
+            down = ServiceOutage(service=call.service, from_ms=ran, to_ms=end)
+            plans.extend(FaultPlan((doubt, down)) for doubt in doubts)
+    return _spread(plans, share)
 
 
 def _outage_plans(shape: WorldShape) -> Iterator[FaultPlan]:
