@@ -78,6 +78,9 @@ def features_of(simulation: Simulation) -> frozenset[str]:
     for release in trace.of("fault.release"):
         # A hold its time limit let go never met its event: it reached no window.
         found.add("hold:max_ms" if release.get("why") == "max_ms" else f"window:{_RELEASED}")
+    for service in simulation.outcome.setup.services:
+        found.update(f"declared:{service.name}.{op}" for op in service.operations)
+    found.update(f"called:{event['op']}" for event in trace.of("svc.send"))
     if trace.counts.get("svc.send"):
         found.add("services")
         for event, name in _SERVICE_EVENTS.items():
@@ -179,6 +182,14 @@ class Coverage:
             yield (
                 f"  service calls struck: {total}"
                 + (f" ({ops}), in {plural(self.struck_worlds, 'world')}" if total else "")
+            )
+        called = self.of("called:")
+        never = [op for op in self.of("declared:") if op not in called]
+        if never:
+            yield (
+                f"  service operations no world called: {', '.join(never)} (a fault strikes only "
+                "a call the world makes: a path the search never opened, such as a fallback, was "
+                "not tested)"
             )
         probes = self.of("probe:")
         if probes:

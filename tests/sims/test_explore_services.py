@@ -325,3 +325,24 @@ def test_the_job_that_asks_the_bank_again_stays_clean_under_the_default_explore(
     windows = report.coverage.of("window:")
     assert windows["a service call that timed out"] > 5
     assert windows["a reply that came after its caller gave up"] > 5
+
+
+def test_the_clean_summary_names_the_service_operations_no_world_called() -> None:
+    coverage = Coverage()
+    coverage.add(
+        frozenset({"services", "declared:bank.pay", "declared:rail.pay", "called:bank.pay"})
+    )
+    coverage.add(frozenset({"services", "declared:bank.pay", "declared:rail.pay"}))
+    (line,) = [line for line in coverage.lines() if "no world called" in line]
+    assert line == (
+        "  service operations no world called: rail.pay (a fault strikes only a call the world "
+        "makes: a path the search never opened, such as a fallback, was not tested)"
+    )
+    coverage.add(frozenset({"services", "declared:rail.pay", "called:rail.pay"}))
+    assert not [line for line in coverage.lines() if "no world called" in line]
+
+
+def test_a_world_reports_what_it_declared_and_called() -> None:
+    features = features_of(simulate(BUGGY, 1))
+    assert {"declared:bank.pay", "declared:rail.pay", "called:bank.pay"} <= features
+    assert "called:rail.pay" not in features
