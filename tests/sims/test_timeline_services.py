@@ -28,10 +28,7 @@ from sims import (
     JobPassContext,
     JobPassResult,
     LateRequest,
-    Operation,
-    Service,
     ServiceError,
-    ServiceRefused,
     World,
     WorldOutcome,
     WorldSetup,
@@ -48,35 +45,10 @@ from sims.timeline._reader import build_timeline
 from sims.timeline._render import render_html, render_terminal, short
 from sims.timeline._text import _Text
 
+from .test_services import BANK, MAILER
 from .test_timeline import _pieces, _svg, _x_of
 
 SVG = "{http://www.w3.org/2000/svg}"
-
-
-def pay(state: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
-    state.setdefault("paid", []).append(args["order"])
-    return {"charge": len(state["paid"])}
-
-
-def look(state: dict[str, Any], args: dict[str, Any]) -> list[str]:
-    return list(state.get("paid", []))
-
-
-def decline(state: dict[str, Any], args: dict[str, Any]) -> None:
-    raise ServiceRefused("card declined")
-
-
-BANK = Service(
-    "bank",
-    operations={
-        "pay": pay,
-        "pay_once": Operation(pay, idempotency_key="order"),
-        "look": look,
-        "decline": decline,
-    },
-    latency_ms=5.0,
-)
-MAILER = Service("mailer", operations={"send": pay, "look": look}, latency_ms=2.0)
 
 
 def cancel_sub(conn: sqlite3.Connection, args: dict[str, Any], now: str) -> bool:
