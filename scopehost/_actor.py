@@ -18,8 +18,6 @@ actor on the same database.
 
 from __future__ import annotations
 
-import errno
-import sqlite3
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -137,8 +135,10 @@ class ScopeActor:
             and not self._inbox
             and not (self._offload and is_heavy(message.operation, message.args))
         ):
+            self._look()
             self._serve_one(database, message)
-            if self._on_idle is not None:
+            self._noted()
+            if self._on_idle is not None and not self.closed:
                 self._on_idle(self)
             return
         self._inbox.append(message)
@@ -206,6 +206,8 @@ class ScopeActor:
                 # Whatever queued up is served in the same turn, still one message at a time: a
                 # yield between two of them would let nothing new in that the queue's order does
                 # not already admit, and would cost a scheduler round per message.
+                if inbox:
+                    self._look()
                 while inbox:
                     message = inbox.popleft()
                     if (
@@ -216,6 +218,7 @@ class ScopeActor:
                         await self._serve_offloaded(database, message)
                     else:
                         self._serve_one(database, message)
+                self._noted()
                 if not self._accepting:
                     return
                 if self._on_idle is not None:
@@ -241,16 +244,11 @@ class ScopeActor:
         return trio.lowlevel.Abort.SUCCEEDED
 
     def _serve_one(self, database: ScopeDatabase, message: Message) -> None:
-        # A scope in memory that was not evicted needs no look (the simulator's every call).
-        if self.evicted or self._watch is not None:
-            refusal = self._refusal(message)
-            if refusal is not None:
-                self._refuse(message, refusal)
-                return
-        outcome = self._execute(database, message, self._clock.now())
-        if self._watch is not None:
-            self._ran(self._watched(database))
-        self._settle(database, message, outcome)
+        refusal = self._refusal(message)
+        if refusal is not None:
+            self._refuse(message, refusal)
+            return
+        self._settle(database, message, self._execute(database, message, self._clock.now()))
 
     async def _serve_offloaded(self, database: ScopeDatabase, message: Message) -> None:
         """Serve a heavy message in a worker thread; the actor waits for it (one at a time), the
@@ -260,18 +258,12 @@ class ScopeActor:
             self._refuse(message, refusal)
             return
         now = self._clock.now()
-
-        def work() -> tuple[LinkOutcome, sqlite3.Error | None]:
-            # The log may need folding after a big write: in the thread too, as it is long work.
-            return self._execute(database, message, now), self._watched(database)
-
         self._in_operation = True
         try:
             with PAUSED_COLLECTION:
-                outcome, fold_error = await trio.to_thread.run_sync(work)
+                outcome = await trio.to_thread.run_sync(self._execute, database, message, now)
         finally:
             self._in_operation = False
-        self._ran(fold_error)
         self._settle(database, message, outcome)
 
     def _refusal(self, message: Message) -> ScopeHostError | None:
@@ -281,9 +273,7 @@ class ScopeActor:
         files = self._files
         if files is not None and files.failed is not None:
             return self._sync_failed_error(message, files.failed)
-        watch = self._watch
-        if watch is not None and (self._changed or self._found_changed(watch)):
-            self._shut_on_change()
+        if self._changed:
             assert self._file_path is not None
             return ScopeFileChanged(
                 f"{message.operation} did not run: "
@@ -291,25 +281,21 @@ class ScopeActor:
             )
         return None
 
-    def _watched(self, database: ScopeDatabase) -> sqlite3.Error | None:
-        """After an operation: the watch notes the log, and folds it when long; what the fold
-        raised (its sync failed)."""
-        watch = self._watch
-        if watch is None:
-            return None
-        try:
-            watch.ran(database.connection)
-        except sqlite3.Error as error:
-            return error
-        return None
+    def _look(self) -> None:
+        """A turn begins: if the file or log was written behind the scope since its last turn,
+        it closes now and refuses what it holds (see ``_watch``). Once a turn, not once a
+        message: each look costs two ``stat`` calls."""
+        watch, database = self._watch, self._database
+        if watch is None or database is None or self._changed:
+            return
+        if watch.changed(database.connection):
+            self._shut_on_change()
 
-    def _ran(self, fold_error: sqlite3.Error | None) -> None:
-        if fold_error is None or self._files is None or self._gate is None:
-            return  # without the gate, as SQLite's own checkpoints, a failed fold is not heard
-        self._gate.taint(
-            self._files,
-            OSError(errno.EIO, f"folding the log into the file failed ({fold_error})"),
-        )
+    def _noted(self) -> None:
+        """A turn ended: the watch notes the file and log as the scope's own writes (and SQLite's
+        checkpoints among them) left them."""
+        if self._watch is not None and not self._changed:
+            self._watch.noted()
 
     def _shut_on_change(self) -> None:
         """The file or log was written behind the scope: close now, without folding the log into
@@ -320,10 +306,6 @@ class ScopeActor:
         database, self._database = self._database, None
         if database is not None:
             self._close(database)
-
-    def _found_changed(self, watch: FileWatch) -> bool:
-        database = self._database
-        return database is not None and watch.changed(database.connection)
 
     def _close(self, database: ScopeDatabase) -> None:
         watch = self._watch

@@ -341,9 +341,6 @@ class ScopeHost:
                 # the actor, cost twelve times as much and could not be shared.
                 connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute("PRAGMA synchronous=NORMAL")
-                # The scope folds its log into the file itself (see ``_watch``): the file then
-                # changes only when it knows, and a change by anything else shows.
-                connection.execute("PRAGMA wal_autocheckpoint=0")
                 check_noted(connection, path, scope_id)
                 owner = recorded_scope(connection)
                 if owner is not None and owner != scope_id:

@@ -6,15 +6,14 @@ cached and the pages of its own log, and the rest from the new content: the scop
 runs the copy did not hold, and when its connection closed, SQLite folded its log into the copy,
 which left a malformed file or a silent mix of the two.
 
-So the scope watches its file and its log. In WAL mode the file changes only when the log is
-folded into it (a checkpoint), and the scope folds its log itself (SQLite's automatic checkpoint is
-off; the scope folds once the log passes SQLite's own threshold of 1000 pages), so it knows each
-time the file changes on its account. After each operation it notes how ``stat`` finds the log
-(size, times); before each operation it compares the file and the log with what it noted, and
-as it closes it does the same. Anything else that wrote either (a copy in place, a rollback to an
-older copy, another scope's file) changed their times, which a program cannot set back (the
-change time, ``st_ctime``, follows every write). What it costs: two ``stat`` calls before each
-operation and one after it, about a microsecond each.
+So the scope watches its file and its log with ``stat`` (size, modification and change times;
+no program can set a change time back, and every write moves it). As a turn of its actor ends
+(it served every message that had queued up), it notes how it leaves them, its own writes and
+SQLite's checkpoints in them included; as the next turn begins, and as it closes, it compares.
+Anything else that wrote either in between (a copy in place, a rollback to an older copy, another
+scope's file, a log copied over the open one or deleted) shows. Another host on the directory
+serving the same scope writes them too, through SQLite; its commits move SQLite's
+``data_version``, which a copy does not, so such a change is taken as that host's.
 
 A change found is a refusal, never a guess. The scope closes at once without folding its log into
 the file (``OpenedFiles.close_unfolded``), so the file stays exactly what was put there, and it
@@ -32,9 +31,6 @@ from typing import Final
 
 from ._errors import ScopeFileChanged
 from ._files import Stamp, stamp
-
-#: When the scope folds its log into the file: SQLite's own threshold, 1000 pages of 4 KiB.
-FOLD_LOG_BYTES: Final = 1000 * (4096 + 24)
 
 #: What the note beside a changed file says first: refused, or told to open it (and check it).
 CHANGED: Final = "changed"
@@ -79,17 +75,10 @@ class FileWatch:
         self._file, self._log = found, stamp(self.log)
         return False
 
-    def ran(self, connection: sqlite3.Connection) -> None:
-        """An operation ran: note the log as it left it, and fold it into the file once it is
-        long (raising what SQLite raises when the fold's sync fails)."""
+    def noted(self) -> None:
+        """The scope's turn ended: note the file and the log as its writes left them."""
+        self._file = stamp(self.database)
         self._log = stamp(self.log)
-        if self._log is None or self._log[2] <= FOLD_LOG_BYTES:
-            return
-        try:
-            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        finally:
-            self._file = stamp(self.database)
-            self._log = stamp(self.log)
 
 
 def _data_version(connection: sqlite3.Connection) -> int:
