@@ -303,15 +303,20 @@ def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> Sea
     doubted = answer_in_doubt_then_down(
         shape, max(1, (searching.max_worlds - searching.worlds - len(singles)) // 4)
     )
-    stages: tuple[tuple[str, Callable[[], _Outcome]], ...] = (
+    stages: list[tuple[str, Callable[[], _Outcome]]] = [
         (
             f"single faults ({len(singles)} plans)",
             lambda: searching.first_failing(singles, remember=True),
-        ),
-        (
-            f"an answer in doubt, then its service down ({len(doubted)} plans)",
-            lambda: searching.first_failing(doubted),
-        ),
+        )
+    ]
+    if doubted:  # a world with services
+        stages.append(
+            (
+                f"an answer in doubt, then its service down ({len(doubted)} plans)",
+                lambda: searching.first_failing(doubted),
+            )
+        )
+    stages += [
         (
             "the rarest single faults, in pairs",
             lambda: searching.first_failing(
@@ -319,7 +324,7 @@ def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> Sea
             ),
         ),
         ("plans Hypothesis draws", lambda: searching.hypothesis(shape, max_faults)),
-    )
+    ]
     for name, stage in stages:
         searching.tell(name)
         outcome = stage()
