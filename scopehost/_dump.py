@@ -107,11 +107,17 @@ class JobRunDump:
             raise ValidationFailed.at(
                 "dump", f"is not JSON ({error}); pass the text JobRunDump.to_json wrote"
             ) from error
-        if not isinstance(data, dict) or set(data) != {"format", "scope_id", "runs", "steps"}:
-            shape = sorted(data) if isinstance(data, dict) else type(data).__name__
+        except RecursionError:
+            # The decoder recurses once a level: thousands of '[' exhaust Python's stack.
             raise ValidationFailed.at(
                 "dump",
-                f"is {shape!r}; a dump's document is an object of format, scope_id, runs and "
+                "is not JSON a dump can be (it nests too deeply to be read); pass the text "
+                "JobRunDump.to_json wrote",
+            ) from None
+        if not isinstance(data, dict) or set(data) != {"format", "scope_id", "runs", "steps"}:
+            raise ValidationFailed.at(
+                "dump",
+                f"is {_shape(data)}; a dump's document is an object of format, scope_id, runs and "
                 "steps, as JobRunDump.to_json writes it",
             )
         if data["format"] != DUMP_FORMAT:
@@ -131,6 +137,15 @@ class JobRunDump:
             )
         validate_dump(dump)
         return dump
+
+
+def _shape(data: object) -> str:
+    """The document as given, short: an object by its keys, anything else by its repr, cut."""
+    if isinstance(data, dict):
+        keys = [f"{key!r}: ..." for key in sorted(data)[:8]]
+        return "{" + ", ".join(keys + (["..."] if len(data) > 8 else [])) + "}"
+    shown = repr(data)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
 def _rows(data: dict[str, Any], kind: str, columns: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -340,8 +340,11 @@ def _document(**changes: Any) -> str:
     ("document", "message"),
     [
         ("{not json", r"^dump is not JSON \(Expecting property name"),
-        ("[]", r"^dump is 'list'; a dump's document is an object of format, scope_id, runs and "),
-        (json.dumps({"runs": []}), r"^dump is \['runs'\]; a dump's document is an object of "),
+        ("[]", r"^dump is \[\]; a dump's document is an object of format, scope_id, runs and "),
+        (
+            json.dumps({"runs": []}),
+            r"^dump is \{'runs': \.\.\.\}; a dump's document is an object of ",
+        ),
         (_document(format=2), r"^dump.format is 2; this version reads format 1 \(write the "),
         (_document(scope_id=""), r"^dump.scope_id is ''; name the scope the dump came from$"),
         (_document(runs={}), r"^dump.runs is \{\}, not a list of rows$"),
