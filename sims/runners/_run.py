@@ -49,6 +49,7 @@ from ..world._scheduling import pct_scheduling, seed_scheduler
 from ..world._services import CURRENT_WORLD, Service, check_services, service_operations
 from ..world._upstream import Upstream
 from ..world._world import World, undeclared_scope
+from ._watchdog import allowance
 
 
 def _check_operations(
@@ -88,6 +89,27 @@ def _check_grace(setup: object, attribute: object, grace_ms: object) -> None:
         )
 
 
+def _check_allowance(setup: object, attribute: object, cpu_s: object) -> None:
+    if cpu_s is None:
+        return
+    if (
+        isinstance(cpu_s, bool)
+        or not isinstance(cpu_s, int | float)
+        or not math.isfinite(cpu_s)
+        or cpu_s <= 0
+    ):
+        raise ValueError(
+            f"WorldSetup(cpu_allowance_s={cpu_s!r}); give the seconds of CPU a world may use "
+            "before it is stopped as a loop that never awaits: a finite number > 0, or None for "
+            "no limit"
+        )
+
+
+#: The CPU a world may use by default (docs/simulating-your-jobs.md, "A handler that never
+#: awaits"): far more than any built-in world takes (the largest, well under a second of CPU).
+DEFAULT_CPU_ALLOWANCE_S = 60.0
+
+
 @attrs.frozen(kw_only=True)
 class WorldSetup:
     """What a world is made of before its scenario drives it."""
@@ -122,6 +144,12 @@ class WorldSetup:
     #: running (a stale pass, a late BEGIN) and the service calls on the wire to end by
     #: themselves; what still runs then is cut (``world.cut``), and the verdict says so.
     grace_ms: float = attrs.field(default=60_000.0, validator=_check_grace)
+    #: The seconds of CPU the world may use (its scenario, handlers, step bodies and service
+    #: operations, in the thread that runs it) before it is stopped and reported as a loop that
+    #: never awaits (virtual time cannot move past it); None for no limit.
+    cpu_allowance_s: float | None = attrs.field(
+        default=DEFAULT_CPU_ALLOWANCE_S, validator=_check_allowance
+    )
 
 
 @attrs.frozen
@@ -160,7 +188,11 @@ def run_world(
     # Time moves only when the host's network jumps it (jump_clock=True below).
     clock = VirtualClock()
     # A mutant made of source ablations breaks the real code for this world only.
-    with ablated(*getattr(setup.database, "ablations", ())), _scheduled(setup.plan):
+    with (
+        ablated(*getattr(setup.database, "ablations", ())),
+        _scheduled(setup.plan),
+        allowance(setup.cpu_allowance_s),
+    ):
         result: WorldOutcome = trio.run(
             partial(_main, seed, setup, drive, settles, meta or {}), clock=clock
         )

@@ -31,6 +31,7 @@ from ..scenarios._registry import (
 )
 from ._outcome import Simulation
 from ._run import run_world
+from ._watchdog import allowance
 
 
 def _mutant_name(database: DatabaseFactory | None) -> str | None:
@@ -106,7 +107,9 @@ def simulate(
         meta["world_sha256"] = loaded_world_sha256(ref.path)
     with _users_code(found, seed):
         outcome = run_world(seed, setup, found.drive, settles=found.settles, meta=meta)
-        report = with_user_checks(outcome.report, found, outcome.trace)
+        # The checks are the user's code too: a loop in one is stopped as a world's would be.
+        with allowance(setup.cpu_allowance_s):
+            report = with_user_checks(outcome.report, found, outcome.trace)
     simulation = Simulation(
         shown,
         seed,

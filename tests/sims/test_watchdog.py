@@ -1,0 +1,122 @@
+"""A world whose user code loops without awaiting is stopped by its CPU allowance, and told as the
+user's bug with the handler's name and line, under every entry point (issue 27, item 7)."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sims import WorldError, WorldSetup, search, simulate, sweep
+from sims.runners._watchdog import _watchdog, allowance
+
+WORLDS = Path(__file__).parent / "worlds" / "spinning.py"
+SHOWN = "tests/sims/worlds/spinning.py"
+REMEDY = (
+    "virtual time moves only when every task awaits, so a loop that never awaits holds the "
+    "world for ever: await inside it (trio.sleep(0) at least), or give a world that is only "
+    "slow a larger WorldSetup(cpu_allowance_s=...)"
+)
+
+
+@pytest.fixture(autouse=True)
+def _from_the_repository(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The messages show the world file relative to the working directory.
+    monkeypatch.chdir(Path(__file__).parents[2])
+
+
+def overran(scenario: str, where: str, seed: int = 1) -> str:
+    line = re.search(r":(\d+) in ", where)
+    assert line is not None
+    return re.escape(
+        f"scenario {SHOWN}:{scenario} raised at {SHOWN}:{line.group(1)} with seed {seed}: "
+        "WorldOverran: the world used more than its 0.2 s of CPU "
+        f"(WorldSetup(cpu_allowance_s=0.2)) and was stopped{where}; {REMEDY}"
+    )
+
+
+def at(function: str) -> str:
+    """``, at FILE:LINE in function()``: the line of the world file's loop marked ``# function``."""
+    lines = WORLDS.read_text().splitlines()
+    (line,) = [n for n, text in enumerate(lines, 1) if text.endswith(f"while True:  # {function}")]
+    return f", at {SHOWN}:{line} in {function}()"
+
+
+SPIN = at("spin")
+CASES = {
+    "spins": f" in the handler spins() of job 'charge'{SPIN}",
+    "spins-in-step": f" in the handler spins_in_step() of job 'charge'{at('charge')}",
+    # What stops a world is no Exception: a handler's `except Exception` does not swallow it.
+    "swallows": f" in the handler swallows() of job 'charge'{SPIN}",
+    # A check is the user's code too, and runs under the same allowance.
+    "check-spins": at("endless")[1:],
+}
+
+
+@pytest.mark.parametrize("scenario", CASES)
+def test_a_spinning_world_is_stopped_and_named(scenario: str) -> None:
+    with pytest.raises(WorldError, match=rf"^{overran(scenario, CASES[scenario])}$"):
+        simulate(f"{SHOWN}:{scenario}", 1)
+
+
+def test_nothing_is_left_running_after_a_stopped_world() -> None:
+    with pytest.raises(WorldError):
+        simulate(f"{SHOWN}:spins", 1)
+    # No strike is left pending in this thread, and the watchdog watches nothing.
+    assert simulate(f"{SHOWN}:in-time", 1).report.ok
+    assert _watchdog().watches == {}
+    # One watchdog for the process, whatever number of worlds it watched.
+    names = [thread.name for thread in threading.enumerate()]
+    assert names.count("sims world watchdog") == 1
+
+
+def test_a_world_that_ends_in_time_is_not_stopped() -> None:
+    simulation = simulate(f"{SHOWN}:in-time", 3)
+    assert simulation.report.ok
+    assert not simulation.mismatches
+
+
+def test_sweep_in_worker_processes_reports_it_per_seed() -> None:
+    report = sweep(f"{SHOWN}:spins", range(2), jobs=2)
+    assert [s.seed for s in report.failing] == [0, 1]
+    text = "\n".join(report.lines())
+    assert text.count(f"and was stopped in the handler spins() of job 'charge'{SPIN}") == 2
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_explore_reports_it(jobs: int) -> None:
+    with pytest.raises(WorldError, match=rf"^{overran('spins-in-step', CASES['spins-in-step'])}$"):
+        search(f"{SHOWN}:spins-in-step", max_worlds=4, jobs=jobs, fresh_process=False)
+
+
+def test_sims_worlds_fails_the_test_with_it(sims_worlds: Callable[..., int]) -> None:
+    with pytest.raises(WorldError, match=rf"^{overran('spins', CASES['spins'], seed=0)}$"):
+        sims_worlds(f"{SHOWN}:spins", range(1))
+
+
+def test_the_allowance_is_checked() -> None:
+    for bad in (0, -1, float("inf"), float("nan"), True, "1"):
+        with pytest.raises(
+            ValueError,
+            match=r"^"
+            + re.escape(
+                f"WorldSetup(cpu_allowance_s={bad!r}); give the seconds of CPU a world may use "
+                "before it is stopped as a loop that never awaits: a finite number > 0, or None "
+                "for no limit"
+            )
+            + r"$",
+        ):
+            WorldSetup(cpu_allowance_s=bad)  # type: ignore[arg-type]
+    assert WorldSetup().cpu_allowance_s == 60.0
+    assert WorldSetup(cpu_allowance_s=None).cpu_allowance_s is None
+
+
+def test_a_block_in_time_is_untouched_and_an_error_of_its_own_passes_through() -> None:
+    with allowance(5.0):
+        pass
+    with pytest.raises(KeyError), allowance(5.0):
+        raise KeyError("its own")
+    assert _watchdog().watches == {}
