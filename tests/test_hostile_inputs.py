@@ -353,11 +353,6 @@ def test_world_that_calls_sys_exit_is_one_line(tmp_path: Path) -> None:
 # the Python API of the simulator
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT: check_worlds(NAME, seeds=None) is a bare TypeError \"'NoneType' object is "
-    'not iterable" naming neither seeds nor the remedy',
-)
 def test_check_worlds_with_no_seeds_names_the_argument() -> None:
     with pytest.raises(ValueError, match="seeds"):
         sims.check_worlds("late-begin", seeds=None)  # type: ignore[arg-type]
@@ -368,11 +363,6 @@ def test_simulate_with_a_null_seed_is_refused() -> None:
         sims.simulate("late-begin", None)  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT: plan_from_text(b'bytes') says the plan \"names 'bytes', which is not a fault "
-    'kind": it misreads bytes as a name instead of saying a plan is text',
-)
 def test_plan_from_bytes_says_a_plan_is_text() -> None:
     with pytest.raises((TypeError, ValueError), match=r"\btext\b|\bstr\b"):
         sims.plan_from_text(b"bytes")  # type: ignore[arg-type]

@@ -469,6 +469,12 @@ def plan_from_text(text: str) -> FaultPlan:
     classes, keywords, numbers (with at most one minus sign), strings and tuples are allowed,
     nothing is executed. Text too deeply nested to parse (thousands of signs or calls) is refused
     as a ``ValueError``, as any other text that is no plan is."""
+    if not isinstance(text, str):
+        # Bytes would otherwise be read as the name 'bytes' and refused as a fault kind.
+        raise TypeError(
+            f"plan is {type(text).__name__} {text!r:.80}, not text; a plan is a str such as "
+            "repr(plan) prints (decode bytes first)"
+        )
     names = {kind.__name__: kind for kind in (*FAULT_KINDS, FaultPlan)}
     shown = _shown_plan(text)
     try:

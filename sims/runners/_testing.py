@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .._numbers import plural
+from .._seeds import require_seeds
 from ..faults._plan import FaultPlan
 from ..scenarios._registry import ScenarioRef
 from ..timeline._story import story_lines
@@ -56,7 +57,7 @@ def check_worlds(
     the scenario documents. Returns how many worlds ran."""
     __tracebackhide__ = True  # pytest shows the test's line and the message, not this loop
     count = 0
-    for seed in seeds:
+    for seed in require_seeds(seeds):
         simulation = simulate(scenario, seed, plan=plan, mutant=mutant)
         count += 1
         if not simulation.ok:
