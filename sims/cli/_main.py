@@ -43,6 +43,7 @@ from ..scenarios._registry import (
     load_file,
 )
 from ..search._explore import SearchReport, search
+from ..search._findings import findings_folder
 from ..timeline._render import render_terminal, write_timeline
 from ..timeline._story import story_lines
 from ._arguments import (
@@ -58,6 +59,7 @@ from ._arguments import (
     glue_seeds,
 )
 from ._conformance import conformance_command
+from ._findings import findings_command
 from ._interrupt import stop_on_ctrl_c
 
 
@@ -315,7 +317,8 @@ def _read_trace(path: Path) -> Trace:
         raise UsageError(f"no file {path}; name a trace file written by run --trace")
     try:
         recorded = Trace.read(path)
-    except (UnicodeDecodeError, ValueError, KeyError, TypeError):
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError):
+        # RecursionError: a line nesting thousands of lists exhausts the JSON decoder's stack.
         raise UsageError(
             f"{path} is not a trace (JSON lines){_first_bad_line(path)}; write traces with "
             "run --trace"
@@ -351,7 +354,7 @@ def _first_bad_line(path: Path) -> str:
         try:
             if line.strip():
                 json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             if number == 1:
                 return ""
             if number == len(lines):
@@ -364,7 +367,7 @@ def _replay(arguments: argparse.Namespace) -> int:
     path: Path = arguments.file
     recorded = _read_trace(path)
     begin = recorded.events[0]
-    plan = _recorded_plan(path, begin) if begin.get("plan_overridden") else None
+    plan = _recorded_plan(path, begin)
     ref = _trusted_world(path, begin, arguments.world)
     # Found before any advice names it: a scenario the simulator has, not any text of the trace.
     scenario = find_scenario(ref)
@@ -390,14 +393,17 @@ def _replay(arguments: argparse.Namespace) -> int:
     return 0 if same and simulation.ok else 1
 
 
-def _recorded_plan(path: Path, begin: dict[str, Any]) -> FaultPlan:
+def _recorded_plan(path: Path, begin: dict[str, Any]) -> FaultPlan | None:
+    """The plan given in place of the scenario's own (None: its own). The plan's text is checked
+    whether or not it was given: run --trace always writes text, so anything else is a tampered
+    trace, refused rather than replayed and reported as a world that came out differently."""
     text = begin.get("plan")
-    if not isinstance(text, str):
+    if ("plan" in begin or begin.get("plan_overridden")) and not isinstance(text, str):
         raise UsageError(
             f"{path} records its plan as {text!r}, which is not a plan's text; write traces with "
             "run --trace"
         )
-    return plan_from_text(text)
+    return plan_from_text(text) if begin.get("plan_overridden") and text is not None else None
 
 
 def _recorded_mutant(
@@ -578,6 +584,7 @@ def _explore(arguments: argparse.Namespace) -> int:
                 scheduler=arguments.scheduler,
                 stop=stop,
                 progress=progress,
+                findings=None if arguments.no_remember else findings_folder(),
             )
             _print_explored(report)
         except KeyboardInterrupt:
@@ -625,4 +632,5 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "replay": _replay,
     "explore": _explore,
     "conformance": conformance_command,
+    "findings": findings_command,
 }

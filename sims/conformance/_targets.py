@@ -97,7 +97,14 @@ class CommandTarget:
         timeout: float = REPLY_DEADLINE,
         max_bytes: int = REPLY_MAX_BYTES,
     ) -> None:
-        argv = shlex.split(command)
+        try:
+            argv = shlex.split(command)
+        except ValueError as error:
+            # shlex's own words ("No closing quotation") name neither the target nor the remedy.
+            raise ValueError(
+                f"the target command {command!r} cannot be split into words as a shell would "
+                f"({error}); close its quotes, or escape a lone quote with a backslash"
+            ) from None
         if not argv:
             raise ValueError("the target command is empty; pass the command that serves the wire")
         self.name = command
