@@ -46,6 +46,21 @@ RULES: Final = {
     "erase-leased": "erasure of a subject whose run is leased: settled failed, lease cleared",
     "restore-over-live": "a restore into a scope with a leased run: the dump's rows, running",
     "copy-live": "a copy of running runs into another scope: each failed as not carried",
+    "list-limit-boolean": "a list over four rows or more with a limit of true or false: 50",
+    "list-limit-below-one": "a list over several rows with a limit of 0, -1 or 0.5: one row",
+    "list-limit-fraction": "a list over several rows with a limit of 2.5 or 1.5: floored",
+    "list-limit-past-max": "a list with a limit of 501 or 1e9: clamped to 500",
+    "list-filtered": "a list filtered by module and status over several rows: newest id first",
+    "begin-clears-misses": "BEGIN on a run with admission misses: the misses cleared",
+    "erase-cursor-only": "erasure of a subject only in a run's cursor: the run touched",
+    "erase-payload-only": "erasure of a subject only in a run's payload: the run touched",
+    "erase-step-errors": "erasure of a declared subject whose step rows carry errors: noted",
+    "erase-step-result-only": "erasure of a subject only in a step result: that step shredded",
+    "erase-finished": "erasure of a finished run's subject: its status kept, its note written",
+    "restore-every-column": "a restore of rows with every column set: each column as exported",
+    "copy-every-column": "a copy of rows with every column set: carried, running ones failed",
+    "commit-over-counters": "a commit over counters already stored: the given ones, not merged",
+    "due-tie": "runs due at the same time: due order, then id, cut by the limit",
 }
 
 _SHORT_LEASES: Final = (1_002, 1_003, 1_000, 1_001, 100)
@@ -367,6 +382,249 @@ def imports_over_live(draw: Choices, view: View) -> Iterator[Step]:
         yield step
 
 
+# The rules below reach what the random moves reach too seldom for a one-rule slip to show on
+# every seed: odd list limits over several rows, BEGIN over misses, erasure of each way a run
+# holds a subject, imports of rows with every column set, commits over stored counters, ties.
+
+_ENVELOPE: Final = '{"subjectId":"s1","piiClass":"email","n":"Ann"}'
+_ODD_LIMITS: Final = (
+    ("list-limit-boolean", True),
+    ("list-limit-below-one", 0),
+    ("list-limit-fraction", 2.5),
+    ("list-limit-boolean", False),
+    ("list-limit-below-one", -1),
+    ("list-limit-fraction", 1.5),
+    ("list-limit-below-one", 0.5),
+    ("list-limit-past-max", 501),
+    ("list-limit-past-max", 1e9),
+)
+
+
+def _commit(view: View, id: str, owner: str, op: str = "commit_pass", **more: Any) -> Step:
+    """The holder's outcome at the current time: running and due at once unless ``more`` says
+    otherwise."""
+    now = _iso(view.now_ms)
+    patch = {
+        "status": "running",
+        "cursor": None,
+        "counters": "{}",
+        "attempts": 0,
+        "last_error": None,
+        "updated_at": now,
+        "next_attempt_at": None,
+        "ended_at": None,
+    }
+    patch.update(more)
+    if patch["status"] != "running":
+        patch["ended_at"] = now
+    return _step(op, now, {"id": id, "patch": patch, "owner": owner})
+
+
+def _begun(view: View, id: str, lease_ms: int = 60_000) -> Made:
+    """Claim ``id`` now and BEGIN at once; the new owner."""
+    owner = view.mint_owner(lease_ms)
+    now = _iso(view.now_ms)
+    yield _step("claim", now, {"id": id, "owner": owner, "lease_ms": lease_ms})
+    yield _step("begin", now, {"id": id, "owner": owner, "margin_ms": lease_ms * 0.25})
+    return owner
+
+
+def _record(view: View, id: str, owner: str, name: str, result: Any, error: Any) -> Step:
+    now = _iso(view.now_ms)
+    args = {
+        "run_id": id,
+        "name": name,
+        "result": result,
+        "attempts": 2 if error else 1,
+        "last_error": error,
+        "at": now,
+        "owner": owner,
+        "lease_ms": view.lease_of.get(owner, 60_000),
+    }
+    return _step("record_step", now, args)
+
+
+def odd_lists(draw: Choices, view: View) -> Iterator[Step]:
+    """Operator lists with odd limits (booleans, below one, fractions, past the maximum) over at
+    least four rows, so each limit's clamp shows in how many come back; then a filtered one."""
+    while len(view.runs()) < 4:
+        yield from _new_run(view, **_subject(draw))
+        view.now_ms += draw.pick((0, 1))
+    first = draw.number(0, len(_ODD_LIMITS) - 1)
+    for rule, limit in (_ODD_LIMITS[first:] + _ODD_LIMITS[:first])[: draw.pick((3, 4, 2))]:
+        view.exercised[rule] += 1
+        yield _step("list", _iso(view.now_ms), {"filter": {"limit": limit}})
+    run = draw.pick(view.runs())
+    view.exercised["list-filtered"] += 1
+    filter = {"module_id": run["module_id"], "status": run["status"]}
+    yield _step("list", _iso(view.now_ms), {"filter": filter})
+
+
+def begin_over_misses(draw: Choices, view: View) -> Iterator[Step]:
+    """A run missed once or more, claimed again at its backoff's end, then BEGUN with the margin
+    just met (a fractional one, for leases whose quarter is not whole): the misses are cleared; a
+    miss after the BEGIN is refused."""
+    id = yield from _new_run(view)
+    for _ in range(draw.pick((1, 2, 3))):
+        run = view.run(id)
+        view.now_ms = max(view.now_ms, _expiry_ms(run) or 0)
+        owner = view.mint_owner(1_000)
+        yield _step("claim", _iso(view.now_ms), {"id": id, "owner": owner, "lease_ms": 1_000})
+        yield _step(
+            "miss", _iso(view.now_ms), {"id": id, "owner": owner, "note": _NOTE.format(n=1)}
+        )
+    view.now_ms = max(view.now_ms, _expiry_ms(view.run(id)) or 0)
+    lease_ms = draw.pick((1_002, 1_003, 1_001, 60_000))
+    owner = view.mint_owner(lease_ms)
+    yield _step("claim", _iso(view.now_ms), {"id": id, "owner": owner, "lease_ms": lease_ms})
+    begin = _begin_at_edge(view, id, owner, lease_ms, met=True)
+    if begin is None:
+        return
+    view.exercised["begin-clears-misses"] += 1
+    yield begin
+    if draw.coin():
+        yield _step(
+            "miss", _iso(view.now_ms), {"id": id, "owner": owner, "note": _NOTE.format(n=1)}
+        )
+    yield _commit(view, id, owner, op=draw.pick(("commit_pass", "patch")))
+
+
+def _holder_of(draw: Choices, view: View, how: str) -> Made:
+    """A run that holds s1 in one way (``how``), built by a start and a pass or two."""
+    declared = "s1" if how in ("declared-steps", "finished") else None
+    payload = _ENVELOPE if how == "payload" else draw.pick(("{}", '{"source":"crm"}'))
+    id = yield from _new_run(view, subject_id=declared, payload=payload)
+    owner = yield from _begun(view, id)
+    if how == "cursor":
+        yield _commit(view, id, owner, cursor='{"page":2,"who":' + _ENVELOPE + "}")
+        owner = yield from _begun(view, id)
+    if how in ("declared-steps", "step-result", "finished"):
+        result = _ENVELOPE if how == "step-result" else '"ok"'
+        yield _record(view, id, owner, "fetch", result, draw.pick((None, "boom")))
+        yield _record(view, id, owner, "store", None, "upstream 503: Ann")
+    if how == "finished":
+        yield _commit(view, id, owner, op="patch", status="failed", last_error="boom")
+    elif draw.coin():
+        yield _commit(view, id, owner, op="patch", next_attempt_at=_iso(view.now_ms + 1_000))
+    return id
+
+
+_ERASURE_RULES: Final = {
+    "cursor": "erase-cursor-only",
+    "payload": "erase-payload-only",
+    "declared-steps": "erase-step-errors",
+    "step-result": "erase-step-result-only",
+    "finished": "erase-finished",
+}
+
+
+def erasures(draw: Choices, view: View) -> Iterator[Step]:
+    """Runs holding s1 each in one way (only in the cursor, only in the payload, declared with
+    step rows that carry errors, only in a step result, declared and finished), beside one that
+    names s1 with a ``piiClass`` of none; then s1 erased, and erased again."""
+    kinds = list(_ERASURE_RULES)
+    first = draw.number(0, len(kinds) - 1)
+    chosen = (kinds[first:] + kinds[:first])[: draw.pick((2, 3, 5))]
+    for how in chosen:
+        yield from _holder_of(draw, view, how)
+    if draw.coin():
+        yield from _new_run(view, payload='{"who":{"subjectId":"s1","piiClass":"none"}}')
+    view.now_ms += draw.pick((1, 0))
+    for how in chosen:
+        view.exercised[_ERASURE_RULES[how]] += 1
+    yield _step("shred_subject", _iso(view.now_ms), {"subject_id": "s1"})
+    if draw.coin():
+        yield _step("shred_subject", _iso(view.now_ms + 1), {"subject_id": "s1"})
+
+
+def full_imports(draw: Choices, view: View) -> Iterator[Step]:
+    """Rows with every column set (a cursor, counters, attempts, errors, a lease, admission
+    misses, step rows with errors), restored into their scope and copied into the other."""
+    id = yield from _new_run(view, subject_id="s1", payload=_ENVELOPE)
+    owner = yield from _begun(view, id)
+    yield _record(view, id, owner, "fetch", '"ok"', "boom")
+    cursor, counters = '{"page":2}', '{"walked":2,"skipped":1}'
+    yield _commit(
+        view,
+        id,
+        owner,
+        op="patch",
+        cursor=cursor,
+        counters=counters,
+        attempts=2,
+        last_error="boom",
+    )
+    owner = view.mint_owner(1_000)
+    yield _step("claim", _iso(view.now_ms), {"id": id, "owner": owner, "lease_ms": 1_000})
+    yield _step("miss", _iso(view.now_ms), {"id": id, "owner": owner, "note": _NOTE.format(n=1)})
+    view.now_ms = max(view.now_ms, _expiry_ms(view.run(id)) or 0)
+    again = view.mint_owner(1_000)
+    yield _step("claim", _iso(view.now_ms), {"id": id, "owner": again, "lease_ms": 1_000})
+    other = yield from _new_run(view, counters='{"walked":1}')
+    holder = yield from _begun(view, other)
+    yield _record(view, other, holder, "fetch", None, "upstream 503")
+    if draw.coin():
+        yield _commit(view, other, holder, op="patch", status="done", cursor='"end"')
+    now = _iso(view.now_ms)
+    restore = _step("import_dump", now, {"dump_of": "a", "source": "a"})
+    copy = _step("import_dump", now, {"dump_of": "a", "source": "a"}, scope="b")
+    view.exercised["restore-every-column"] += 1
+    view.exercised["copy-every-column"] += 1
+    yield from (restore, copy) if draw.coin() else (copy, restore)
+    if draw.coin():
+        yield _step("import_dump", now, {"dump_of": "b", "source": "b"}, scope="b")
+
+
+def counters_over_stored(draw: Choices, view: View) -> Iterator[Step]:
+    """Passes that commit counters over counters already stored: the store writes what it is
+    given (merging them is the coordinator's job, not the store's)."""
+    id = yield from _new_run(view, counters=draw.pick(('{"walked":1}', "{}")))
+    ops = ("commit_pass", draw.pick(("commit_pass", "patch")))
+    for op, counters in zip(
+        ops, ('{"walked":2}', draw.pick(('{"walked":3}', '{"skipped":1}'))), strict=True
+    ):
+        owner = yield from _begun(view, id)
+        view.exercised["commit-over-counters"] += 1
+        yield _commit(view, id, owner, op=op, counters=counters)
+        view.now_ms += 1
+
+
+def due_ties(draw: Choices, view: View) -> Iterator[Step]:
+    """Runs due at the same time, by their start and by a backoff that ends on another's start,
+    read in due order (then id) with limits that cut between them."""
+    tied = [(yield from _new_run(view)), (yield from _new_run(view))]
+    view.now_ms += 5
+    yield from _new_run(view)
+    owner = view.mint_owner(1_000)
+    first = tied[draw.number(0, 1)]
+    yield _step("claim", _iso(view.now_ms), {"id": first, "owner": owner, "lease_ms": 1_000})
+    yield _step("miss", _iso(view.now_ms), {"id": first, "owner": owner, "note": _NOTE.format(n=1)})
+    view.now_ms = max(view.now_ms, _expiry_ms(view.run(first)) or 0)
+    yield from _new_run(view)
+    for limit in (500, draw.pick((1, 2, 3))):
+        view.exercised["due-tie"] += 1
+        args = {"now_param": _iso(view.now_ms), "max": limit}
+        yield _step("due_keys", _iso(view.now_ms), args)
+
+
+_CORNERS: Final = (
+    odd_lists,
+    begin_over_misses,
+    erasures,
+    full_imports,
+    counters_over_stored,
+    due_ties,
+)
+
+
+def corners(draw: Choices, view: View) -> Iterator[Step]:
+    """Three of the stories above, in a turn drawn from the list: most histories are one or two
+    moves long, so one move tells several stories and each reaches its rules on every seed."""
+    first = draw.number(0, len(_CORNERS) - 1)
+    for story in (_CORNERS[first:] + _CORNERS[:first])[:3]:
+        yield from story(draw, view)
+
+
 #: The boundary moves, each with its weight.
 BOUNDARY_MOVES: Final[tuple[tuple[Builder, int], ...]] = (
     (lease_story, 12),
@@ -375,4 +633,5 @@ BOUNDARY_MOVES: Final[tuple[tuple[Builder, int], ...]] = (
     (joins, 8),
     (erase_leased, 6),
     (imports_over_live, 6),
+    (corners, 30),
 )

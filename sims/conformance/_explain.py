@@ -10,6 +10,7 @@ disagrees with the reference's answer points at a bug in one of the two.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from typing import Any, Final, TypeAlias
@@ -21,6 +22,8 @@ Explained: TypeAlias = tuple[str, list[dict[str, Any]]]
 
 #: Mirrors the spec's constants (a test holds them to driver's).
 ADMISSION_MISS_MAX: Final = 10
+_LIST_DEFAULT: Final = 50
+_LIST_MAX: Final = 500
 _BACKOFF_MAX_MS: Final = 300_000
 
 
@@ -48,11 +51,16 @@ def _held_by(run: dict[str, Any], owner: Any) -> str | None:
     return None
 
 
-def explain(step: dict[str, Any], tables: dict[str, Any]) -> Explained:
+def explain(
+    step: dict[str, Any], tables: dict[str, Any], dumped: dict[str, Any] | None = None
+) -> Explained:
     """The rule that decides ``step`` on ``tables`` (the reference's, before it), and the rows
-    that rule reads."""
+    that rule reads; for an import, ``dumped`` is the tables of the scope it exports."""
     op, args, now = step["op"], step.get("args") or {}, str(step.get("now"))
     try:
+        if op == "import_dump":
+            restore = {**args, "restore": args.get("dump_of") == step.get("scope")}
+            return _import(restore, now, tables, dumped or {"runs": [], "steps": []})
         rule = _RULES.get(op, _other)
         return rule(args, now, tables)
     except (KeyError, TypeError, ValueError, AttributeError):
@@ -211,22 +219,156 @@ def _start(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     )
 
 
-def _shred(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
-    subject = args["subject_id"]
-    declared = [run for run in tables.get("runs", []) if run.get("subject_id") == subject]
+def _list(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
+    filter = args["filter"]
+    narrowing = {name: filter[name] for name in _FILTERS if filter.get(name) is not None}
+    rows = [
+        run
+        for run in tables.get("runs", [])
+        if all(run.get(name) == value for name, value in narrowing.items())
+    ]
+    rows.sort(key=lambda run: str(run["id"]), reverse=True)
+    limit, why = _list_limit(filter.get("limit"))
+    shown = ", ".join(f"{name} {value}" for name, value in narrowing.items()) or "no filter"
+    ids = ", ".join(str(run["id"]) for run in rows[:limit]) or "none"
     return (
-        f"erasure of {subject}: every run that declares it or carries its envelope gets the "
-        "tombstone; a running one is settled failed with no lease and no due time",
-        declared,
+        f"{_count(len(rows), 'run')} match {shown}; {why}, so the list must return the "
+        f"newest {limit} by id, newest first: {ids}",
+        rows,
     )
 
 
-def _import(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
+_FILTERS: Final = ("module_id", "job", "instance", "status")
+
+
+def _list_limit(limit: Any) -> tuple[int, str]:
+    """The operator read's row budget, and why: null, a boolean or a number that is not finite
+    gives the default 50; a number is floored and held between 1 and 500."""
+    if limit is None:
+        return _LIST_DEFAULT, "no limit was given, which is the default 50"
+    if isinstance(limit, bool):
+        return _LIST_DEFAULT, f"the limit {json_text(limit)} is not a number: the default 50"
+    if not math.isfinite(limit):
+        return _LIST_DEFAULT, f"the limit {limit!r} is not finite: the default 50"
+    clamped = int(min(_LIST_MAX, max(1, math.floor(limit))))
+    return clamped, f"the limit {limit!r}, floored and held between 1 and 500, is {clamped}"
+
+
+def json_text(value: Any) -> str:
+    return "true" if value is True else "false" if value is False else repr(value)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _carries(text: Any, subject: str) -> bool:
+    """Whether JSON ``text`` holds, at any depth, an object whose subjectId is ``subject`` with
+    a piiClass present and not "none" (the subject's classified envelope)."""
+    try:
+        pending = [json.loads(text)] if isinstance(text, str) else []
+    except ValueError:
+        return False
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            if item.get("subjectId") == subject and item.get("piiClass", "none") != "none":
+                return True
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
+def _holds(run: dict[str, Any], steps: list[dict[str, Any]], subject: str) -> str | None:
+    """How ``run`` holds ``subject`` (None when it does not), in words."""
+    if run.get("subject_id") == subject:
+        return "declares it"
+    if _carries(run.get("payload"), subject):
+        return "its payload carries its envelope (subject_id is not it)"
+    if _carries(run.get("cursor"), subject):
+        return "only its cursor carries its envelope"
+    carrying = [str(step["step"]) for step in steps if _carries(step.get("result"), subject)]
+    if carrying:
+        return (
+            f"only the result of step {', '.join(carrying)} carries its envelope, so only that "
+            "step row is shredded and the payload, cursor and other steps stay"
+        )
+    return None
+
+
+def _shred(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
+    subject = args["subject_id"]
+    matched: list[str] = []
+    rows: list[dict[str, Any]] = []
+    for run in sorted(tables.get("runs", []), key=lambda run: str(run["id"])):
+        steps = [row for row in tables.get("steps", []) if row.get("run_id") == run["id"]]
+        how = _holds(run, steps, subject)
+        if how is None:
+            continue
+        errors = [str(step["step"]) for step in steps if step.get("last_error") is not None]
+        settled = (
+            "settled failed, no lease, no due time"
+            if run["status"] == "running"
+            else f"still {run['status']}, the finished note as last_error"
+        )
+        noted = f"; the errors of step {', '.join(errors)} become the note" if errors else ""
+        matched.append(f"{run['id']} ({how}; {settled}{noted})")
+        rows += [run, *steps]
+    if not matched:
+        return (
+            f"no run declares {subject} or carries its envelope (in its payload, cursor or a "
+            "step result), so the erasure must touch nothing and return 0",
+            [],
+        )
     return (
-        "a dump imported into the scope it came from is a restore (the tables replaced by its "
-        "rows, running runs still running); into another scope it is a copy (rows added, each "
-        "running run failed as not carried, a clashing id a conflict)",
-        list(tables.get("runs", [])),
+        f"erasure of {subject} must touch each run that holds it and is not yet redacted (a run "
+        f"already holding only its tombstones and notes is not counted again): "
+        f"{'; '.join(matched)}",
+        rows,
+    )
+
+
+def _import(
+    args: dict[str, Any], now: str, tables: dict[str, Any], dumped: dict[str, Any]
+) -> Explained:
+    runs = list(dumped.get("runs", []))
+    steps = list(dumped.get("steps", []))
+    if args.get("dump_of") != args.get("source"):
+        return (
+            f"the dump was exported from scope {args.get('dump_of')} but names scope "
+            f"{args.get('source')} as its source, so the import must be refused "
+            "(validation_failed at source_scope_id) and write nothing",
+            [],
+        )
+    if args.get("restore"):
+        return (
+            f"a restore into the scope the dump came from: the tables are replaced by its "
+            f"{_count(len(runs), 'run')} and {_count(len(steps), 'step row')}, every column as "
+            "exported (running runs stay running, leases, counters and admission misses kept)",
+            runs + steps,
+        )
+    held = {str(run["id"]) for run in tables.get("runs", [])}
+    held |= {str(step["run_id"]) for step in tables.get("steps", [])}
+    clash = [run for run in runs if str(run["id"]) in held]
+    if clash:
+        return (
+            f"a copy into another scope that already holds run {clash[0]['id']}: a conflict "
+            "(code conflict, no paths), and nothing is written",
+            clash,
+        )
+    running = [str(run["id"]) for run in runs if run.get("status") == "running"]
+    failed = (
+        f"the running runs ({', '.join(running)}) become failed as not carried, with no lease "
+        "and no due time, ended now"
+        if running
+        else "no run in it is running"
+    )
+    return (
+        f"a copy into another scope: its {_count(len(runs), 'run')} and "
+        f"{_count(len(steps), 'step row')} are added with every other column as exported; "
+        f"{failed}",
+        runs + steps,
     )
 
 
@@ -245,5 +387,5 @@ _RULES: Final[dict[str, Callable[[dict[str, Any], str, dict[str, Any]], Explaine
     "due_keys": _due,
     "start_or_join": _start,
     "shred_subject": _shred,
-    "import_dump": _import,
+    "list": _list,
 }

@@ -36,9 +36,11 @@ from ._explain import explain
 from ._generate import draw_steps
 from ._history import Step, View, moves
 from ._targets import LocalTarget, Target, TargetFailed, open_target
-from ._wire import WIRE_VERSION, DatabaseFactory, ReferenceStore
+from ._wire import OPERATIONS, WIRE_VERSION, DatabaseFactory, ReferenceStore
 
 _SCOPES: Final = ("a", "b")
+#: The operations a history compares (``hello`` and ``tables`` are the wire's own).
+COMPARED_OPERATIONS: Final = tuple(op for op in OPERATIONS if op not in ("hello", "tables"))
 #: Asks a store to answer with both tables of the scope as the operation left them.
 _TABLES: Final = {"tables": True}
 
@@ -95,6 +97,8 @@ class ConformanceReport:
     allowed: Counter[str] = attrs.field(factory=Counter)
     #: How many times the histories stepped onto each boundary rule (``_boundaries.RULES``).
     exercised: Counter[str] = attrs.field(factory=Counter)
+    #: How many times each operation of the wire was compared (``OPERATIONS``).
+    reached: Counter[str] = attrs.field(factory=Counter)
     difference: Difference | None = None
     history: list[Step] | None = None
     failure: str | None = None
@@ -128,6 +132,35 @@ class ConformanceReport:
             "    assert report.difference is None, report.difference.line()\n"
         )
 
+    def unreached(self) -> list[str]:
+        """The boundary rules and the wire's operations no history of this run reached: what
+        an agreement did not compare (an empty list when every one was reached)."""
+        rules = [name for name in RULES if not self.exercised[name]]
+        return rules + [op for op in COMPARED_OPERATIONS if not self.reached[op]]
+
+    def _coverage(self) -> list[str]:
+        """Each boundary rule and each operation with how often it was reached; one reached
+        zero times is a loud line of its own, since nothing about it was compared."""
+        out = ["boundary rules exercised (docs/conformance.md lists them):"]
+        for name in RULES:
+            count = self.exercised[name]
+            loud = "  NOT REACHED " if not count else "  "
+            out.append(f"{loud}{name} x{count}: {RULES[name]}")
+        out.append("operations compared:")
+        out.append("  " + ", ".join(f"{op} x{self.reached[op]}" for op in COMPARED_OPERATIONS))
+        out.extend(
+            f"  NOT REACHED {op} x0: no history compared this operation"
+            for op in COMPARED_OPERATIONS
+            if not self.reached[op]
+        )
+        unreached = self.unreached()
+        if unreached and self.failure is None:
+            out.append(
+                f"conformance: WARNING — not reached: {', '.join(unreached)}; nothing about "
+                "them was compared (run more --examples or another --seed)"
+            )
+        return out
+
     def lines(self) -> list[str]:
         out = []
         histories = "1 history" if self.histories == 1 else f"{self.histories} histories"
@@ -159,16 +192,8 @@ class ConformanceReport:
                 f"conformance: {self.target} agreed with the reference: {compared}{seed}"
                 + (" (strict)" if self.strict else "")
             )
-        if self.exercised:
-            out.append("boundary rules exercised (docs/conformance.md lists them):")
-            out.extend(
-                f"  {name} x{self.exercised[name]}: {RULES[name]}"
-                for name in RULES
-                if self.exercised[name]
-            )
-            unexercised = [name for name in RULES if not self.exercised[name]]
-            if unexercised:
-                out.append(f"  not exercised: {', '.join(unexercised)}")
+        if self.exercised or self.reached:
+            out.extend(self._coverage())
         if self.allowed:
             out.append("allowances used (--strict makes each a difference):")
             for name, count in sorted(self.allowed.items()):
@@ -254,7 +279,10 @@ class _Lockstep:
             allowed.update(comparison.allowed)
             if comparison.difference is None:
                 return None
-            rule, rows = explain(step, before.get(step["scope"], _NO_TABLES))
+            dumped = (
+                before.get(step["args"].get("dump_of"), _NO_TABLES) if op == "import_dump" else None
+            )
+            rule, rows = explain(step, before.get(step["scope"], _NO_TABLES), dumped)
             return Difference(
                 number,
                 op,
@@ -274,6 +302,7 @@ class _Lockstep:
             ours, theirs = self._both({**export, "args": {}})
             answers[:] = ours, theirs
             self.report.operations += 1
+            self.report.reached["export_dump"] += 1
             found = check(
                 "the export it imports", compare_replies(ours, theirs, strict=self.strict)
             )
@@ -295,6 +324,7 @@ class _Lockstep:
             request = {"wire": WIRE_VERSION, "op": op, "scope": scope, "now": now}
             ours, theirs = self._both({**request, "args": step["args"], **_TABLES})
         self.report.operations += 1
+        self.report.reached[op] += 1
         ours_tables, theirs_tables = ours.pop("tables", None), theirs.pop("tables", None)
         answers[:] = ours, theirs
         replies = compare_replies(ours, theirs, strict=self.strict, request=sent)
@@ -446,16 +476,21 @@ def _trim(
 
     Hypothesis shrinks the moves it drew; a concrete step it could not delete (a move whose
     choices other moves' choices lean on) may still be unneeded as a request. Each candidate is
-    replayed whole, so what is printed is exactly what was last seen to differ."""
-    index = 0
-    while index < len(history) and len(history) > 1:
-        candidate = history[:index] + history[index + 1 :]
-        record: list[Step] = []
-        found, _allowed = lockstep.run(iter(candidate), None, record)
-        if found is not None:
-            difference, history = found, record
-        else:
-            index += 1
+    replayed whole, so what is printed is exactly what was last seen to differ. The passes
+    repeat until one deletes nothing (a fixpoint): deleting a late step can make an earlier one
+    unneeded, and one pass would keep it."""
+    deleted = True
+    while deleted:
+        deleted = False
+        index = 0
+        while index < len(history) and len(history) > 1:
+            candidate = history[:index] + history[index + 1 :]
+            record: list[Step] = []
+            found, _allowed = lockstep.run(iter(candidate), None, record)
+            if found is not None:
+                difference, history, deleted = found, record, True
+            else:
+                index += 1
     return difference, history
 
 

@@ -9,12 +9,16 @@ over the broken store, as any COMMAND target does; the tests reach most of them 
 
 from __future__ import annotations
 
+import json
 import math
 import sys
+
+import attrs
 
 from driver import (
     JobMiss,
     JobRunClaim,
+    JobRunFilter,
     JobRunKey,
     JobRunPatch,
     JobRunRow,
@@ -23,6 +27,7 @@ from driver import (
     admission_backoff_ms,
 )
 from scopehost import JobRunDump, ScopeDatabase
+from scopehost._erasure import carries_envelope
 from sims.conformance import ReferenceStore, serve_stdio
 
 
@@ -316,6 +321,219 @@ class CommitKeepsLedger(ScopeDatabase):
         return self.patch(id, patch, owner, now=now)
 
 
+class ListBooleanLimitIsOne(ScopeDatabase):
+    """An operator list that reads a limit of ``true`` as the number 1 (JavaScript's coercion)."""
+
+    def list(self, filter: JobRunFilter, *, now: str) -> list[JobRunRow]:
+        limit: object = filter.limit  # the wire hands a JSON true through as it is
+        if limit is True:
+            filter = attrs.evolve(filter, limit=1)
+        return super().list(filter, now=now)
+
+
+class ListLimitRoundedUp(ScopeDatabase):
+    """An operator list that rounds a fractional limit up instead of flooring it."""
+
+    def list(self, filter: JobRunFilter, *, now: str) -> list[JobRunRow]:
+        limit = filter.limit
+        if isinstance(limit, float) and math.isfinite(limit) and limit != math.floor(limit):
+            filter = attrs.evolve(filter, limit=math.ceil(limit))
+        return super().list(filter, now=now)
+
+
+class ListLimitBelowOneIsDefault(ScopeDatabase):
+    """An operator list that reads a limit below 1 as "no limit given" (the default 50)."""
+
+    def list(self, filter: JobRunFilter, *, now: str) -> list[JobRunRow]:
+        limit = filter.limit
+        if not isinstance(limit, bool) and isinstance(limit, int | float) and limit < 1:
+            filter = attrs.evolve(filter, limit=None)
+        return super().list(filter, now=now)
+
+
+class BeginKeepsMisses(ScopeDatabase):
+    """BEGIN that writes its time but keeps the run's admission misses."""
+
+    def begin(self, id: str, owner: str, margin_ms: float, *, now: str) -> bool:
+        row = self.connection.execute(
+            "SELECT admission_misses FROM _substrat_job_runs WHERE id = ?", (id,)
+        ).fetchone()
+        began = super().begin(id, owner, margin_ms, now=now)
+        if began and row is not None:
+            self.connection.execute(
+                "UPDATE _substrat_job_runs SET admission_misses = ? WHERE id = ?", (row[0], id)
+            )
+        return began
+
+
+def _run_text(db: ScopeDatabase) -> list[tuple[str, str | None, str, str | None]]:
+    return db.connection.execute(
+        "SELECT id, subject_id, payload, cursor FROM _substrat_job_runs"
+    ).fetchall()
+
+
+def _carries(text: str | None, subject_id: str) -> bool:
+    try:
+        return text is not None and carries_envelope(json.loads(text), subject_id)
+    except ValueError:
+        return False
+
+
+class ErasureSkipsCursor(ScopeDatabase):
+    """An erasure that looks for the subject in the declared column and the payload, not the
+    cursor: a run whose subject sits only in its cursor is left as it was."""
+
+    def shred_subject(self, subject_id: str, *, now: str) -> int:
+        hidden = [
+            (id, cursor)
+            for id, declared, payload, cursor in _run_text(self)
+            if declared != subject_id
+            and not _carries(payload, subject_id)
+            and _carries(cursor, subject_id)
+        ]
+        for id, _cursor in hidden:
+            self.connection.execute(
+                "UPDATE _substrat_job_runs SET cursor = NULL WHERE id = ?", (id,)
+            )
+        try:
+            return super().shred_subject(subject_id, now=now)
+        finally:
+            for id, cursor in hidden:
+                self.connection.execute(
+                    "UPDATE _substrat_job_runs SET cursor = ? WHERE id = ?", (cursor, id)
+                )
+
+
+class ErasureDeclaredOnly(ScopeDatabase):
+    """An erasure that matches only runs declaring the subject (``WHERE subject_id = ?``), not
+    those whose payload carries its envelope."""
+
+    def shred_subject(self, subject_id: str, *, now: str) -> int:
+        hidden = [
+            (id, payload)
+            for id, declared, payload, _cursor in _run_text(self)
+            if declared != subject_id and _carries(payload, subject_id)
+        ]
+        for id, _payload in hidden:
+            self.connection.execute(
+                "UPDATE _substrat_job_runs SET payload = '{}' WHERE id = ?", (id,)
+            )
+        try:
+            return super().shred_subject(subject_id, now=now)
+        finally:
+            for id, payload in hidden:
+                self.connection.execute(
+                    "UPDATE _substrat_job_runs SET payload = ? WHERE id = ?", (payload, id)
+                )
+
+
+class ErasureKeepsStepErrors(ScopeDatabase):
+    """An erasure that shreds step results but leaves the steps' error text."""
+
+    def shred_subject(self, subject_id: str, *, now: str) -> int:
+        errors = self.connection.execute(
+            "SELECT run_id, step, last_error FROM _substrat_job_steps"
+        ).fetchall()
+        touched = super().shred_subject(subject_id, now=now)
+        self.connection.executemany(
+            "UPDATE _substrat_job_steps SET last_error = ? WHERE run_id = ? AND step = ?",
+            [(error, run_id, step) for run_id, step, error in errors],
+        )
+        return touched
+
+
+class ErasureIgnoresStepResults(ScopeDatabase):
+    """An erasure that never reads step results: a run reached only through one is missed."""
+
+    def shred_subject(self, subject_id: str, *, now: str) -> int:
+        holding = {
+            id
+            for id, declared, payload, cursor in _run_text(self)
+            if declared == subject_id
+            or _carries(payload, subject_id)
+            or _carries(cursor, subject_id)
+        }
+        hidden = [
+            (run_id, step, result)
+            for run_id, step, result in self.connection.execute(
+                "SELECT run_id, step, result FROM _substrat_job_steps"
+            ).fetchall()
+            if run_id not in holding and _carries(result, subject_id)
+        ]
+        for run_id, step, _result in hidden:
+            self.connection.execute(
+                "UPDATE _substrat_job_steps SET result = '{}' WHERE run_id = ? AND step = ?",
+                (run_id, step),
+            )
+        try:
+            return super().shred_subject(subject_id, now=now)
+        finally:
+            for run_id, step, result in hidden:
+                self.connection.execute(
+                    "UPDATE _substrat_job_steps SET result = ? WHERE run_id = ? AND step = ?",
+                    (result, run_id, step),
+                )
+
+
+class CommitMergesCounters(ScopeDatabase):
+    """A commit that adds the pass's counters to those stored instead of writing them as given
+    (the schema's "merged on each commit" read as the store's job)."""
+
+    def commit_pass(self, id: str, patch: JobRunPatch, owner: str | None, *, now: str) -> bool:
+        row = self.connection.execute(
+            "SELECT counters FROM _substrat_job_runs WHERE id = ?", (id,)
+        ).fetchone()
+        applied = super().commit_pass(id, patch, owner, now=now)
+        if applied and row is not None:
+            merged = json.loads(row[0])
+            for name, value in json.loads(patch.counters).items():
+                merged[name] = merged.get(name, 0) + value
+            self.connection.execute(
+                "UPDATE _substrat_job_runs SET counters = ? WHERE id = ?",
+                (json.dumps(merged, separators=(",", ":")), id),
+            )
+        return applied
+
+
+class DueTiesNewestFirst(ScopeDatabase):
+    """A due read that breaks ties in the due order by id descending."""
+
+    def due_keys(self, now_param: str, max: int, *, now: str) -> list:  # type: ignore[type-arg]
+        keys = super().due_keys(now_param, 1_000_000, now=now)
+        due_at = dict(
+            self.connection.execute(
+                "SELECT id, COALESCE(next_attempt_at, started_at) FROM _substrat_job_runs"
+            ).fetchall()
+        )
+        keys = sorted(keys, key=lambda key: key.id, reverse=True)
+        keys.sort(key=lambda key: due_at[key.id])
+        return keys[:max]
+
+
+class ImportDropsMisses(ScopeDatabase):
+    """An import (restore or copy) that does not carry the runs' admission misses."""
+
+    def import_dump(self, dump: JobRunDump, source_scope_id: str, *, now: str) -> int:
+        imported = super().import_dump(dump, source_scope_id, now=now)
+        self.connection.executemany(
+            "UPDATE _substrat_job_runs SET admission_misses = NULL WHERE id = ?",
+            [(run.id,) for run in dump.runs],
+        )
+        return imported
+
+
+class ImportDropsStepErrors(ScopeDatabase):
+    """An import (restore or copy) that does not carry the steps' error text."""
+
+    def import_dump(self, dump: JobRunDump, source_scope_id: str, *, now: str) -> int:
+        imported = super().import_dump(dump, source_scope_id, now=now)
+        self.connection.executemany(
+            "UPDATE _substrat_job_steps SET last_error = NULL WHERE run_id = ?",
+            [(run.id,) for run in dump.runs],
+        )
+        return imported
+
+
 #: Each planted bug by name, with the boundary rule it breaks (None: a rule of its own).
 PLANTED: dict[str, type[ScopeDatabase]] = {
     "claim-ignores-lease": ClaimIgnoresLease,
@@ -338,6 +556,18 @@ PLANTED: dict[str, type[ScopeDatabase]] = {
     "restore-settles-running": RestoreSettlesRunning,
     "copy-keeps-running": CopyKeepsRunning,
     "commit-keeps-ledger": CommitKeepsLedger,
+    "list-boolean-limit-is-one": ListBooleanLimitIsOne,
+    "list-limit-rounded-up": ListLimitRoundedUp,
+    "list-limit-below-one-is-default": ListLimitBelowOneIsDefault,
+    "begin-keeps-misses": BeginKeepsMisses,
+    "erasure-skips-cursor": ErasureSkipsCursor,
+    "erasure-declared-only": ErasureDeclaredOnly,
+    "erasure-keeps-step-errors": ErasureKeepsStepErrors,
+    "erasure-ignores-step-results": ErasureIgnoresStepResults,
+    "commit-merges-counters": CommitMergesCounters,
+    "due-ties-newest-first": DueTiesNewestFirst,
+    "import-drops-misses": ImportDropsMisses,
+    "import-drops-step-errors": ImportDropsStepErrors,
 }
 
 if __name__ == "__main__":
