@@ -30,7 +30,13 @@ from ._describe import describe
 from ._errors import DoorHeld, HostClosed, ScopeFileForeign, ScopeFileGone, host_closed
 from ._files import OpenedFiles
 from ._gate import OutputGate, runs_on_the_wall_clock
-from ._identity import foreign_file_message, record_scope, recorded_scope
+from ._identity import (
+    foreign_file_message,
+    foreign_tables,
+    record_scope,
+    recorded_scope,
+    unowned_file_message,
+)
 from ._known import KnownScopes
 from ._link import Link, LinkCall, LinkOutcome
 from ._network import Network, check_jumpable_clock
@@ -335,6 +341,9 @@ class ScopeHost:
             )
             try:
                 self._check_if_tainted(connection, path, scope_id)
+                # Before the WAL switch below, which writes the file's header.
+                if recorded_scope(connection) is None and (tables := foreign_tables(connection)):
+                    raise ScopeFileForeign(unowned_file_message(scope_id, str(path), tables))
                 # WAL with synchronous=NORMAL: a commit is durable against a crash of this
                 # process, and the output gate (``_gate``) holds its reply until a sync covers it,
                 # once for every commit that finished meanwhile. A full sync per commit, inside

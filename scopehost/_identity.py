@@ -5,7 +5,10 @@ another scope, or, on a file system that ignores case, the one file that ``Tenan
 both name. So the first open of a file by a directory host writes the scope's id into a table of
 the host's own, ``_scopehost_meta`` (beside the spec's tables, which keep their shape; a dump
 reads only those), and every later open compares it with the scope being opened. A file without
-the table (written before this record existed) is taken as the scope's own and stamped.
+the table (written before this record existed) is taken as the scope's own and stamped, unless it
+holds tables and none of them is the host's (``foreign_tables``): that is a database of someone
+else's, found at a scope's path, and writing the spec's tables into it would change a file that
+is not the host's to change. An empty file, or a fresh one, holds no table and is the scope's.
 """
 
 from __future__ import annotations
@@ -31,6 +34,35 @@ def recorded_scope(conn: sqlite3.Connection) -> str | None:
             return None
         raise
     return None if found is None else str(found[0])
+
+
+#: The tables a scope's file may hold that are the host's: the spec's, the items of the scope's
+#: own operations, and the scope record. A file holding one of them was written by a host.
+_OWN_TABLES: Final = frozenset({"_substrat_job_runs", "_substrat_job_steps", "items", META_TABLE})
+
+
+def foreign_tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables of a file that records no scope and holds tables, none of them the host's
+    (someone else's database at a scope's path); an empty list when the file may be the
+    scope's own."""
+    tables = [
+        str(name)
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' "
+            "ESCAPE '\\' ORDER BY name"
+        )
+    ]
+    return [] if _OWN_TABLES.intersection(tables) else tables
+
+
+def unowned_file_message(scope_id: str, path: str, tables: list[str]) -> str:
+    """Why a scope's file is refused: it is a database of someone else's."""
+    shown = ", ".join(repr(name) for name in tables[:5]) + (", ..." if len(tables) > 5 else "")
+    return (
+        f"scope {scope_id!r}: its database file {path} is not a scope's: it holds tables of its "
+        f"own ({shown}) and records no scope; nothing was read or written — move that file out "
+        f"of the host's directory, and scope {scope_id!r} starts in a file of its own"
+    )
 
 
 def record_scope(conn: sqlite3.Connection, scope_id: str) -> None:

@@ -722,11 +722,6 @@ async def test_scope_file_that_is_not_sqlite_is_refused_and_kept(tmp_path: Path)
     assert (tmp_path / "t3.sqlite3").read_bytes() == garbage
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT (judgement): an SQLite database of someone else's (no scope record, no job "
-    "tables) at a scope's path is silently adopted and the project's tables are written into it",
-)
 async def test_someone_elses_database_at_a_scope_path_is_refused(tmp_path: Path) -> None:
     async with open_scope_host(tmp_path, rng=random.Random(1)) as host:
         await host.stub("t1").invoke("items", {})
@@ -737,14 +732,29 @@ async def test_someone_elses_database_at_a_scope_path_is_refused(tmp_path: Path)
         conn.execute("insert into precious values ('keep me')")
     conn.close()
     async with open_scope_host(tmp_path, rng=random.Random(1)) as host:
-        with pytest.raises(ScopeFileForeign):
+        with pytest.raises(ScopeFileForeign) as caught:
             await host.stub("t2").invoke("record", {"kind": "k", "key": "a"})
+    assert str(caught.value) == (
+        f"invoke did not run: scope 't2': its database file {other} is not a scope's: it "
+        "holds tables of its own ('precious') and records no scope; nothing was read or written "
+        "— move that file out of the host's directory, and scope 't2' starts in a file of its own"
+    )
     conn = sqlite3.connect(other)
     tables = [name for (name,) in conn.execute("select name from sqlite_master")]
     rows = conn.execute("select x from precious").fetchall()
     conn.close()
     assert rows == [("keep me",)]
     assert tables == ["precious"]
+
+
+async def test_an_empty_file_at_a_scope_path_is_the_scopes_own(tmp_path: Path) -> None:
+    (tmp_path / "t4.sqlite3").write_bytes(b"")
+    async with open_scope_host(tmp_path, rng=random.Random(1)) as host:
+        await host.stub("t4").invoke("record", {"kind": "k", "key": "a", "data": "x"})
+    async with open_scope_host(tmp_path, rng=random.Random(2)) as host:
+        items = await host.stub("t4").invoke("items", {})
+    assert isinstance(items, list)
+    assert [(i["kind"], i["key"], i["data"]) for i in items] == [("k", "a", "x")]
 
 
 async def test_nul_and_bidi_text_survive_a_reopened_directory_host(tmp_path: Path) -> None:
