@@ -17,6 +17,7 @@ from ..mutants._catalog import MUTANTS
 from ..runners._sweep import SHOWN_SEEDS
 from ..search._explore import DEFAULT_SECONDS, DEFAULT_WORLDS
 from ._conformance import add_conformance_command
+from ._findings import add_findings_command
 
 
 class UsageError(ValueError):
@@ -218,6 +219,13 @@ def _add_explore(commands: Any) -> None:
     explore.add_argument(
         "--max-faults", type=whole_number, default=4, help="most faults in one plan (default 4)"
     )
+    explore.add_argument(
+        "--no-remember",
+        action="store_true",
+        help="neither try first nor keep a failing plan in .sims/findings (by default the plan a "
+        "search finds is kept there and tried first when the same world is explored again; "
+        "python -m sims findings lists and clears them)",
+    )
     where = explore.add_mutually_exclusive_group()
     where.add_argument(
         "--jobs",
@@ -241,6 +249,7 @@ _ADDERS: list[Callable[[Any], None]] = [
     _add_replay,
     _add_explore,
     add_conformance_command,
+    add_findings_command,
 ]
 
 

@@ -43,6 +43,7 @@ from ..scenarios._registry import (
     load_file,
 )
 from ..search._explore import SearchReport, search
+from ..search._findings import findings_folder
 from ..timeline._render import render_terminal, write_timeline
 from ..timeline._story import story_lines
 from ._arguments import (
@@ -58,6 +59,7 @@ from ._arguments import (
     glue_seeds,
 )
 from ._conformance import conformance_command
+from ._findings import findings_command
 from ._interrupt import stop_on_ctrl_c
 
 
@@ -582,6 +584,7 @@ def _explore(arguments: argparse.Namespace) -> int:
                 scheduler=arguments.scheduler,
                 stop=stop,
                 progress=progress,
+                findings=None if arguments.no_remember else findings_folder(),
             )
             _print_explored(report)
         except KeyboardInterrupt:
@@ -629,4 +632,5 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "replay": _replay,
     "explore": _explore,
     "conformance": conformance_command,
+    "findings": findings_command,
 }

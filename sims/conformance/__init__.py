@@ -5,8 +5,9 @@ histories through the reference and the target in lockstep and reports the first
 shrunk. ``python -m sims.conformance`` serves the reference itself on the wire (stdin and stdout).
 docs/conformance.md describes the wire and how to check an adapter of your own.
 
-What it may import: ``driver``, ``scopehost`` (the reference it holds others to), Hypothesis and
-``sims._numbers``. What it must not import: any other part of ``sims``; the kit runs no world
+What it may import: ``driver``, ``scopehost`` (the reference it holds others to), Hypothesis,
+``sims._numbers`` and ``sims._seeded`` (Hypothesis's draws from the seed alone). What it must not
+import: any other part of ``sims``; the kit runs no world
 (``tests/sims/test_layout.py``).
 """
 

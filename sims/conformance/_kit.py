@@ -14,6 +14,7 @@ sees another's rows and a replay needs no reset of the target.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pprint
@@ -30,6 +31,7 @@ from hypothesis.errors import Flaky
 
 from scopehost import ScopeDatabase
 
+from .._seeded import seed_only
 from ._boundaries import RULES
 from ._compare import ALLOWANCES, Comparison, compare_replies, compare_tables
 from ._explain import explain
@@ -105,6 +107,14 @@ class ConformanceReport:
     #: The difference did not come back when the same history ran again: the target answers
     #: the same requests in different ways (a store must not).
     flaky: bool = False
+    #: A digest of every history run, in order: the same seed and size give the same digest in
+    #: any process (from the command line or the API), so a seed is seen to mean one history set.
+    digest: str = ""
+
+    def add_history(self, history: list[Step]) -> None:
+        """Count ``history`` (as it ran) into :attr:`digest`."""
+        text = self.digest + json.dumps(history, sort_keys=True)
+        self.digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
     @property
     def ok(self) -> bool:
@@ -191,6 +201,7 @@ class ConformanceReport:
             out.append(
                 f"conformance: {self.target} agreed with the reference: {compared}{seed}"
                 + (" (strict)" if self.strict else "")
+                + f"; histories digest {self.digest}"
             )
         if self.exercised or self.reached:
             out.extend(self._coverage())
@@ -428,6 +439,7 @@ def run_conformance(
         except TargetFailed as error:
             report.failure = str(error)
             raise _Abort from error
+        report.add_history(record)
         report.allowed.update(allowed)
         report.exercised.update(view.exercised)
         if difference is not None:
@@ -440,7 +452,8 @@ def run_conformance(
 
     try:
         _greet(opened)
-        history()
+        with seed_only():  # the histories of a seed, whatever else is loaded (sims/_seeded.py)
+            history()
     except TargetFailed as error:
         report.failure = str(error)
     except (_Found, _Enough):

@@ -387,6 +387,31 @@ _ABLATIONS: dict[str, tuple[type[ScopeDatabase], str]] = {
         ),
         "register-lease",
     ),
+    "drive-budget-ignored": (
+        _ablated(
+            "DriveBudgetIgnored",
+            "A drive given no limit takes every runnable run of its snapshot, not the default 50.",
+            Ablation(
+                _DRIVE,
+                'budget = JOB_DRIVE_LIMIT if limit is None else _count_option(limit, "limit")',
+                'budget = JOB_DRIVE_SCAN_MAX if limit is None else _count_option(limit, "limit")',
+            ),
+        ),
+        "drive-selection",
+    ),
+    "deferral-reported-as-error": (
+        _ablated(
+            "DeferralReportedAsError",
+            "A deferred pass is reported in the drive report's errors as well as counted deferred.",
+            Ablation(
+                _DRIVE,
+                "            tally.deferred += 1\n",
+                "            tally.deferred += 1\n"
+                '            tally.errors.append(JobDriveError(run.id, "deferred"))\n',
+            ),
+        ),
+        "drive-report",
+    ),
     "erasure-keeps-step-results": (
         _ablated(
             "ErasureKeepsStepResults",

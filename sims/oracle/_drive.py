@@ -5,7 +5,10 @@ BEGIN-or-miss decision on the drive's own measured wait, and the drive's report.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .._numbers import ms
+from ._model import too_short_text
 from ._records import KernelRecords, PassModel, Policy, Row, TickModel
 from ._spec import DRIVE_LIMIT, LEASE_ENTRY_MARGIN, LEASE_MAX_MS, LEASE_MIN_MS, LEASE_MS
 
@@ -58,25 +61,28 @@ class DriveRules(KernelRecords):
     def on_drive_call(self, e: Row) -> None:
         limit = e["limit"] if e["limit"] is not None else DRIVE_LIMIT
         self.ticks[(e["drive"], e["scope"])] = TickModel(
-            e["drive"], e["scope"], e["max_passes"], limit
+            e["drive"], e["scope"], e["max_passes"], limit, default_limit=e["limit"] is None
         )
 
     def on_due_reply(self, e: Row) -> None:
         tick = self.ticks.get((e["link"], e["scope"]))
         if tick is None or tick.picked is not None or e["ev"] != "rpc.deliver":
             return
-        picked: list[str] = []
+        runnable: list[str] = []
         for key in e.get("result") or []:
-            if len(picked) >= tick.limit:
-                break
-            if key["id"] in picked or (tick.drive, key["module_id"], key["job"]) not in self.jobs:
-                if key["id"] not in picked:
+            if key["id"] in runnable or (tick.drive, key["module_id"], key["job"]) not in self.jobs:
+                if key["id"] not in runnable and len(runnable) < tick.limit:
                     self.probe("drive.unregistered-skipped")
                 continue
-            picked.append(key["id"])
-        if len(e.get("result") or []) > len(picked) and len(picked) == tick.limit:
-            self.probe("drive.limit-reached")
-        tick.picked = picked
+            runnable.append(key["id"])
+        # The budget matters only when the snapshot holds more runnable runs than it: then the
+        # runs past it are the next call's. Counted apart for the default budget, which binds
+        # only in a call given no limit.
+        if len(runnable) > tick.limit:
+            self.probe(
+                "drive.default-limit-reached" if tick.default_limit else "drive.limit-reached"
+            )
+        tick.picked = runnable[: tick.limit]
 
     def on_claim_send(self, e: Row) -> None:
         run_id, owner, lease_ms = e["args"][0], e["args"][1], e["args"][2]
@@ -276,6 +282,7 @@ class DriveRules(KernelRecords):
 
     def on_miss_send(self, e: Row, p: PassModel) -> None:
         self._admission(p, "miss", e["t"])
+        p.miss_warning = e["args"][2]
         self.probe("admission.miss")
         if p.tick is not None:
             p.tick.last_status[p.run] = "missed"
@@ -285,7 +292,19 @@ class DriveRules(KernelRecords):
         if e["ev"] == "rpc.deliver" and p.tick is not None:
             # A miss ran no handler: superseded, except the one that failed the run (the tenth).
             result = e.get("result")
-            p.tick.tally("failed" if result is not None and result.get("failed") else "superseded")
+            failed = result is not None and bool(result.get("failed"))
+            p.tick.tally("failed" if failed else "superseded")
+            warning = p.miss_warning or ""
+            # The tenth miss's error is what the store wrote on the record: the note, prefixed.
+            if failed:
+                p.tick.errors.append((p.run, too_short_text(warning)))
+            p.tick.warnings.append((p.run, warning))
+
+    def on_call_raised(self, p: PassModel) -> None:
+        """A call the drive made for a pass, outside its handler, never got its answer: the
+        call raised, which ends the run's turn as one entry in the report's errors."""
+        if p.tick is not None:
+            p.tick.errors.append((p.run, None))
 
     def on_handler_invoke(self, e: Row) -> None:
         p = self.passes.get(e["owner"])
@@ -318,12 +337,8 @@ class DriveRules(KernelRecords):
                 "picked up (their first pass of the call began, or their first claim was a "
                 "takeover that found the attempts spent)"
             )
-        charged = report["retrying"] + report["failed"]
-        if len(report["errors"]) < charged:
-            wrong.append(
-                f"{len(report['errors'])} error entries for {charged} run(s) left retrying or "
-                "failed (each carries the error written on its record)"
-            )
+        wrong += _entries_wrong("errors", "error", report["errors"], tick.errors)
+        wrong += _entries_wrong("warnings", "warning", report["warnings"], tick.warnings)
         if wrong:
             self.report(
                 "drive-report",
@@ -341,3 +356,30 @@ class DriveRules(KernelRecords):
                 f"drive {tick.drive} picked {len(unclaimed)} run(s) in its snapshot and never "
                 "claimed them",
             )
+
+
+#: What each list of the report holds, as a finding says it.
+_ENTRY_RULES = {
+    "errors": "one entry per run the call left retrying or failed, carrying the error written "
+    "on its record, and one per call for a run that raised",
+    "warnings": "one entry per admission miss, carrying the warning the drive gave the store",
+}
+
+
+def _entries_wrong(field: str, text: str, got: list[Row], want: list[Any]) -> list[str]:
+    """How the report's ``errors`` or ``warnings`` differ from the predicted ones, entry by entry
+    (a predicted text of None is a raised call's, whose words the transport chooses)."""
+    pairs = [(entry.get("run_id"), entry.get(text)) for entry in got]
+    if len(pairs) == len(want) and all(
+        run == w_run and (w_text is None or said == w_text)
+        for (run, said), (w_run, w_text) in zip(pairs, want, strict=True)
+    ):
+        return []
+    return [f"{field} {_spelled(pairs)}, not {_spelled(want)} ({_ENTRY_RULES[field]})"]
+
+
+def _spelled(entries: list[Any]) -> str:
+    shown = ", ".join(
+        f"{str(run)[-6:]}: {'(any text)' if said is None else repr(said)}" for run, said in entries
+    )
+    return f"[{shown}]"

@@ -160,6 +160,10 @@ class Oracle:
         if p is None:
             return
         kernel = self.kernel
+        # A step's call that raised is the handler's to meet (and, uncaught, its pass's error);
+        # the drive's own calls that raise end the run's turn as an entry of their own.
+        if e["ev"] != "rpc.deliver" and op not in ("begin_step", "record_step"):
+            kernel.on_call_raised(p)
         if op == "claim":
             kernel.on_claim_reply(e, p)
         elif op == "begin":

@@ -161,6 +161,7 @@ class OutcomeRules(KernelRecords):
 
     def on_outcome_send(self, e: Row, p: PassModel) -> None:
         op, patch = e["op"], e["args"][1]
+        p.written_error = patch["last_error"]
         want = p.expected
         if want is None:
             if p.row is not None and p.handler:
@@ -265,4 +266,7 @@ class OutcomeRules(KernelRecords):
         if p.tick is not None:
             p.tick.tally(e["status"])
             p.tick.last_status[p.run] = e["status"]
+            if e["status"] in ("retrying", "failed"):
+                # The report's entry carries the error the outcome wrote on the record.
+                p.tick.errors.append((p.run, p.written_error))
         p.ended = True

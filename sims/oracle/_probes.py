@@ -43,6 +43,7 @@ PROBES: Final[dict[str, str]] = {
     "import.other-scope": "a dump was imported into another scope",
     "join.live": "a start joined the live run for its key",
     "join.other-subject": "a start under another subject met a live run (refused)",
+    "join.no-subject": "a start under no subject met a live run that has one (refused)",
     "payload.refused": "a start's payload was not queue-safe (refused before any row)",
     "payload.refused-float": "a start's payload was a float JSON cannot carry (NaN, infinity)",
     "payload.refused-tuple": "a start's payload was a tuple (it would come back a list)",
@@ -51,7 +52,9 @@ PROBES: Final[dict[str, str]] = {
     "payload.refused-object": "a start's payload was an object of a class of its own",
     "payload.cursor-refused": "a handler returned a cursor that is not queue-safe (pass failed)",
     "drive.unregistered-skipped": "a drive stepped over a due run whose job it does not register",
-    "drive.limit-reached": "a drive's limit left due runs for the next call",
+    "drive.limit-reached": "a drive's own limit left runnable runs for the next call",
+    "drive.default-limit-reached": "a drive given no limit took the default 50 and left runnable "
+    "runs for the next call",
     "drive.second-pass": "a drive call ran a second pass of one run (max_passes)",
     "instance.several-scopes": "one instance name live in several scopes at once",
     "register.lease-refused": "a job's registration was refused (a lease below the minimum)",

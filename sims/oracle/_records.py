@@ -104,6 +104,9 @@ class PassModel:
     exhausted: bool = False
     ended: bool = False
     begin_refused: bool = False
+    #: The ``last_error`` this pass's outcome write carried, and the warning its miss sent.
+    written_error: str | None = None
+    miss_warning: str | None = None
 
 
 @attrs.define
@@ -119,6 +122,13 @@ class TickModel:
     runs_won: set[str] = attrs.field(factory=set)
     passes: dict[str, int] = attrs.field(factory=dict)
     last_status: dict[str, str] = attrs.field(factory=dict)
+    #: The call was given no ``limit``: the default budget is the one that binds.
+    default_limit: bool = False
+    #: The report's entries, predicted in the order the call met them: each run it left retrying
+    #: or failed with the error written on its record (None: a call of the pass that raised,
+    #: whose text the transport decides), and each admission miss's warning.
+    errors: list[tuple[str, str | None]] = attrs.field(factory=list)
+    warnings: list[tuple[str, str]] = attrs.field(factory=list)
 
     def tally(self, status: str) -> None:
         self.outcomes[status] = self.outcomes.get(status, 0) + 1

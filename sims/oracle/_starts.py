@@ -95,6 +95,9 @@ class StartRules(KernelRecords):
             return
         if reply["subject_id"] != start["subject"]:
             self.probe("join.other-subject")
+            if start["subject"] is None:
+                # No subject is not a wildcard: it differs from the live run's as any other does.
+                self.probe("join.no-subject")
             if e.get("error") != "Conflict":
                 self.report(
                     "join-subject",

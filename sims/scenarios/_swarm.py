@@ -15,9 +15,12 @@ spec's edges:
   whose ``limit`` is 1 or 2 (the limit counts RUNNABLE runs) and that may take up to three passes
   per run in one call; a deploy registers the job at the end;
 * the system door held for a while (deferral: nothing charged);
-* starts: a join of a live key, a second start of a key under another subject (refused), a payload
-  that is not queue-safe (refused before any row), one instance name live in several scopes, and a
-  key started again once its run has ended (a new run, not a join);
+* starts: a join of a live key, a second start of a key under another subject and one under no
+  subject (both refused: the live run has one), a payload that is not queue-safe (refused before
+  any row), one instance name live in several scopes, and a key started again once its run has
+  ended (a new run, not a join);
+* a crowd: more runnable runs on one scope than a drive takes by default (50), with the cron given
+  no limit, so the default budget binds and the runs past it are the next call's;
 * erasure of a subject while passes hold its runs, and of another after its runs finished;
 * export and import: a dump of one scope imported into another mid-world, and a scope restored
   from its own dump once it is quiet;
@@ -73,6 +76,11 @@ CHORE_JOB = "chore"
 ORPHAN_JOB = "orphan"
 #: The job registered with a lease near the minimum (after one below it, refused).
 BRIEF_JOB = "brief"
+#: The job of the crowd: one pass, done.
+CROWD_JOB = "crowd"
+#: The default drive budget is 50 runnable runs: a crowd is always more, whatever the alarm's
+#: limited calls take from it before the cron's first call.
+CROWD_SIZES = (56, 60)
 SUBJECTS = ("subject-1", "subject-2")
 
 
@@ -112,6 +120,9 @@ class Swarm:
     #: The leases the cron registers ``BRIEF_JOB`` with, in order: one below the minimum (the
     #: spec refuses it), then one near it (accepted, and a run of the job uses it).
     brief_leases: tuple[int, int] | None = None
+    #: Runs of ``CROWD_JOB`` started on scope-2 before any drive ticks (0: no crowd); with a
+    #: crowd the cron is given no limit, so its default budget binds.
+    crowd: int = 0
 
 
 def _policy(rng: random.Random, max_attempts: int) -> RetryPolicy:
@@ -194,7 +205,7 @@ def draw_swarm(rng: random.Random) -> Swarm:
     chore_retry = _policy(rng, rng.choice((1, 2, 3, 4)))
     chores = tuple(_chore(rng, chore_retry, i) for i in range(rng.randint(1, 2))) if on(0.7) else ()
     limits = (rng.choice((None, 1, 2)), rng.choice((None, 1, 2)))
-    return Swarm(
+    swarm = Swarm(
         walk_retry=walk_retry,
         chore_retry=chore_retry,
         chores=chores,
@@ -223,7 +234,12 @@ def draw_swarm(rng: random.Random) -> Swarm:
         brief_leases=(
             (rng.choice((1, 50, 75, 99)), rng.choice((100, 101, 150, 199))) if on(0.15) else None
         ),
+        # Drawn last, so every other feature of a seed is drawn as it was before the crowd.
+        crowd=rng.randint(*CROWD_SIZES) if on(0.12) else 0,
     )
+    if swarm.crowd:
+        swarm = attrs.evolve(swarm, limits=(None, swarm.limits[1]))
+    return swarm
 
 
 #: The keeper's plan: its first step's result holds a person's data (a classified envelope of
@@ -366,6 +382,9 @@ class SwarmWorld:
     async def orphan(self, ctx: Any) -> JobPassResult:
         return JobPassResult(cursor="adopted", done=True)
 
+    async def crowd(self, ctx: Any) -> JobPassResult:
+        return JobPassResult(cursor="served", done=True)
+
     # -- the world ------------------------------------------------------------------------------
 
     async def start(
@@ -418,6 +437,10 @@ class SwarmWorld:
             drive.driver.register_job(
                 WALK_MODULE, CHORE_JOB, self.chore, retry=swarm.chore_retry, lease_ms=world.lease_ms
             )
+            if swarm.crowd:
+                drive.driver.register_job(
+                    WALK_MODULE, CROWD_JOB, self.crowd, lease_ms=world.lease_ms
+                )
         if swarm.punctual:
             # Its own drive, not the alarm: the oracle follows one call per drive and scope at a
             # time, as a drive that ticks on a schedule makes them.
@@ -449,9 +472,12 @@ class SwarmWorld:
             await self.start("cron", "scope-2", CHORE_JOB, "keeper", KEEPER_CHORE, None)
         if swarm.brief_leases is not None and self.register_brief(swarm.brief_leases):
             await self.start("cron", "scope-2", BRIEF_JOB, "brief", {}, None)
+        for index in range(swarm.crowd):
+            await self.start("cron", "scope-2", CROWD_JOB, f"crowd-{index}", {}, None)
         if swarm.starts:
             await self.start("alarm", "scope-1", "walk", "a", walk, SUBJECTS[0])  # joins
             await self.start("alarm", "scope-1", "walk", "a", walk, "subject-9")  # refused
+            await self.start("alarm", "scope-1", "walk", "a", walk, None)  # refused: it has one
             await self.start("cron", "scope-2", "walk", "d", {"objects": math.nan}, None)
         for index, kind in enumerate(swarm.unsafe_payloads):
             payload = UNSAFE_PAYLOADS[kind]

@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
+from .._seeded import seed_only
 from ..faults._plan import FaultPlan
 from ._aimed import aimed_plans
 from ._shape import WorldShape
@@ -156,7 +157,7 @@ class Drawn:
 
         # NoSuchExample: every plan drawn; Stopped: the search must stop. Either way the plans
         # drawn so far are run.
-        with contextlib.suppress(NoSuchExample, Stopped):
+        with contextlib.suppress(NoSuchExample, Stopped), seed_only():
             find(
                 self._strategy(round_.max_faults),
                 keep,
@@ -189,12 +190,13 @@ class Drawn:
             return False
 
         try:
-            found: FaultPlan = find(
-                self._strategy(round_.max_faults),
-                condition,
-                settings=_settings(round_.size, Phase.generate, Phase.shrink),
-                random=Random(round_.seed),
-            )
+            with seed_only():
+                found: FaultPlan = find(
+                    self._strategy(round_.max_faults),
+                    condition,
+                    settings=_settings(round_.size, Phase.generate, Phase.shrink),
+                    random=Random(round_.seed),
+                )
         except NoSuchExample:
             return plan  # not drawn again where it was: shrunk by the search's own shrinker only
         except Stopped:

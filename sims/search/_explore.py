@@ -64,6 +64,7 @@ from ._aimed import fault_plans
 from ._coverage import Coverage, features_of, struck_service_calls
 from ._drawn import Drawn, Stopped, Tried
 from ._executor import Cluster, Executor, InProcess, Processes, WorldJob, WorldResult, run_world
+from ._findings import Finding, forget, recall, remember
 from ._shape import WorldShape, shape_of, world_shape
 from ._shrink import shrink_in_batches
 from ._stages import answer_in_doubt_then_down, guided_pairs, single_plans
@@ -164,6 +165,10 @@ class SearchReport:
     where: str = "CPU"
     #: For a finding: why its shrinking was cut short ("seconds", "interrupted"), or None.
     shrinking_cut: str | None = None
+    #: Whether the finding is the plan remembered from an earlier search, tried first.
+    recalled: bool = False
+    #: Where the finding was remembered (:mod:`._findings`), or None (not asked to remember).
+    remembered: Path | None = None
 
     @property
     def failed(self) -> bool:
@@ -183,6 +188,7 @@ class SearchReport:
                 "  a fault must never make a world raise: the world's code let it escape (a "
                 "scenario's own calls, a check), or the simulator did"
             )
+            yield from self._remembered_lines()
         if self.nondeterminism is not None:
             yield f"{head}: the world is not a function of its seed ({budget}):"
             yield f"  {self.nondeterminism}"
@@ -213,6 +219,16 @@ class SearchReport:
             yield "a fresh process reproduced it byte for byte."
         elif self.stopped == "interrupted" and self.nondeterminism is None:
             yield "it failed again in this process; it was not run in a fresh process."
+        if self.recalled:
+            yield "it is the plan an earlier search of this world found, tried first."
+        yield from self._remembered_lines()
+
+    def _remembered_lines(self) -> Iterator[str]:
+        if self.remembered is not None:
+            yield (
+                f"remembered in {self.remembered}: tried first when this world is explored again "
+                "(python -m sims findings lists and clears what is remembered)"
+            )
 
 
 def search(
@@ -230,6 +246,7 @@ def search(
     scheduler: str | None = None,
     stop: threading.Event | None = None,
     progress: Callable[[str], None] | None = None,
+    findings: str | Path | None = None,
 ) -> SearchReport:
     """Search fault plans aimed at ``scenario`` for one under which a check reports a violation,
     within ``max_worlds`` worlds and ``max_seconds`` (None: no time limit); shrink it and check
@@ -242,7 +259,12 @@ def search(
     budget, whatever the number of workers: the stages run in a fixed order, Hypothesis's rounds
     have fixed seeds, and results are read in the order the plans were given (a time budget stops
     where the machine's speed says). Setting ``stop`` ends the search at once, with the report of
-    what it searched; ``progress`` is told, in a line, each stage as it begins."""
+    what it searched; ``progress`` is told, in a line, each stage as it begins.
+
+    Given ``findings``, a folder (the command line's is ``.sims/findings``, see
+    :mod:`._findings`), the plan an earlier search of the same world found there is tried first,
+    and the failing plan this one finds is kept there; None (the default, and ``explore
+    --no-remember``) reads and writes nothing."""
     if mutant is not None and mutant not in MUTANTS:
         raise ValueError(f"no mutant {mutant!r}; the mutants are: {', '.join(MUTANTS)}")
     executor = _executor(jobs, scheduler)
@@ -259,8 +281,9 @@ def search(
             executor=executor,
             stop=stop,
             progress=progress,
+            findings=None if findings is None else Path(findings),
         )
-        return _search(searching, start, max_faults)
+        return searching.kept(_search(searching, start, max_faults))
     finally:
         executor.close()
 
@@ -297,6 +320,16 @@ def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> Sea
         if not searching.violates(start):
             return searching.report(stopped="the given plan makes no check fail")
         return searching.shrunk(start)
+    remembered = searching.remembered()
+    if remembered is not None:
+        outcome = searching.first_failing([remembered.plan])
+        if isinstance(outcome, FaultPlan):
+            searching.recalled = True
+            return searching.shrunk(outcome)
+        if outcome is not None:
+            return outcome
+        searching.tell("it passes now: forgotten")
+        forget(remembered)
     shape = shape_of(clean)
     singles = single_plans(shape, max(1, (searching.max_worlds - searching.worlds) // 2))
     # The coordinated faults at a service take at most a quarter of what is left after them.
@@ -368,6 +401,10 @@ class _Search:
     raised: dict[FaultPlan, str] = attrs.field(factory=dict)
     #: The plans run so far, so that Hypothesis's are new ones.
     tried: Tried = attrs.field(factory=Tried)
+    #: The folder of remembered findings (None: none read, none kept).
+    findings: Path | None = None
+    #: Whether the plan being shrunk is the one remembered from an earlier search.
+    recalled: bool = False
 
     def __attrs_post_init__(self) -> None:
         self.started = self.clock()
@@ -481,6 +518,30 @@ class _Search:
             ),
         )
         return simulation
+
+    # -- remembered findings --
+
+    def remembered(self) -> Finding | None:
+        """The plan an earlier search of this world found, told as the stage it begins."""
+        if self.findings is None:
+            return None
+        found = recall(self.findings, self.shown, self.seed, self.mutant)
+        if found is not None:
+            self.tell(f"the plan an earlier search found ({found.path})")
+        return found
+
+    def kept(self, report: SearchReport) -> SearchReport:
+        """``report``, its failing plan remembered (a finding that reproduced, or a plan that
+        made the world raise; not a plan of no faults: the clean world is run first anyway)."""
+        plan = None
+        if report.found is not None and report.nondeterminism is None:
+            plan = report.found.plan
+        elif report.raised is not None:
+            plan = report.raised[0]
+        path = None
+        if self.findings is not None and plan:
+            path = remember(self.findings, self.shown, self.seed, self.mutant, plan)
+        return attrs.evolve(report, recalled=self.recalled, remembered=path)
 
     # -- stage 3, shrinking, checking --
 

@@ -16,8 +16,9 @@ import pytest
 
 SIMS = Path(__file__).parents[2] / "sims"
 
-#: The modules every part may use: how a trace is kept and how numbers and seeds read.
-FOUNDATIONS = {"_trace", "_numbers", "_seeds"}
+#: The modules every part may use: how a trace is kept, how numbers and seeds read, and how
+#: Hypothesis draws from a seed alone.
+FOUNDATIONS = {"_trace", "_numbers", "_seeds", "_seeded"}
 
 #: For each part, the other parts of ``sims`` it may import (its own is always allowed).
 MAY_IMPORT: dict[str, set[str]] = {
@@ -29,7 +30,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "scenarios": FOUNDATIONS | {"world", "faults", "runners", "oracle", "mutants"},
     "runners": FOUNDATIONS | {"world", "faults", "oracle", "mutants", "scenarios", "timeline"},
     "search": FOUNDATIONS | {"world", "faults", "oracle", "mutants", "scenarios", "runners"},
-    "conformance": {"_numbers"},
+    "conformance": {"_numbers", "_seeded"},
 }
 
 #: The ISO time spelling, both ways: how stored times are written is part of the contract.

@@ -46,6 +46,8 @@ EDGE_MUTANTS = {
 }
 RANDOM_MUTANTS = {
     "commit-owner",
+    "deferral-reported-as-error",
+    "drive-budget-ignored",
     "due-by-id",
     "due-strict",
     "erasure-keeps-step-results",

@@ -48,6 +48,7 @@ def test_each_swarm_feature_is_switched_on_by_some_seeds_and_off_by_others() -> 
         "export": [s.export_ms is not None for s in swarms],
         "restore": [s.restore for s in swarms],
         "slow drive": [s.slow_drive for s in swarms],
+        "crowd": [s.crowd > 0 for s in swarms],
     }
     for name, on in features.items():
         assert 10 <= sum(on) <= 190, f"{name} is on in {sum(on)} of 200 seeds"
@@ -67,6 +68,9 @@ def test_each_swarm_feature_is_switched_on_by_some_seeds_and_off_by_others() -> 
     assert wider > 10
     assert any(step["fail"] for step in steps)
     assert any(step["tighten"] for step in steps)
+    # A crowd is more runnable runs than the default budget of 50, on a drive given no limit.
+    crowds = [s for s in swarms if s.crowd]
+    assert all(s.crowd > 50 and s.limits[0] is None for s in crowds)
 
 
 def test_a_few_swarm_worlds_do_what_the_spec_has_rules_for() -> None:

@@ -1,0 +1,133 @@
+"""Remembered findings: the failing plan explore found for a world, kept to be tried first.
+
+A search's answer depends on its budget: a bug found at 3,000 worlds may not be found at 300, and
+a smaller budget next time would lose it. So, as Hypothesis keeps failing examples in its example
+database, explore keeps the smallest failing plan it found for each world (a scenario, a seed, a
+mutant or none) in a folder of the project it ran in, ``.sims/findings/`` by default (the
+``SIMS_FINDINGS`` environment variable names another), one small text file per world:
+
+    scenario: late-claim
+    seed: 1
+    mutant: patch-own
+    plan: FaultPlan(faults=(...))
+
+The plan is read back with :func:`~sims.faults._plan.plan_from_text`, which executes nothing: a
+file is data, never code. A file that does not read as one (edited by hand, cut short) is left
+alone and ignored; the next finding for its world replaces it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import attrs
+
+from ..faults._plan import FaultPlan, plan_from_text
+
+#: The environment variable that names the folder instead of ``.sims/findings`` here.
+FOLDER_VARIABLE = "SIMS_FINDINGS"
+DEFAULT_FOLDER = Path(".sims") / "findings"
+_SUFFIX = ".plan"
+_FIELDS = ("scenario", "seed", "mutant", "plan")
+
+
+def findings_folder() -> Path:
+    """Where findings are kept: ``$SIMS_FINDINGS``, else ``.sims/findings`` in this folder."""
+    return Path(os.environ.get(FOLDER_VARIABLE) or DEFAULT_FOLDER)
+
+
+@attrs.frozen
+class Finding:
+    """One remembered failing plan, and the world it failed in."""
+
+    scenario: str
+    seed: int
+    mutant: str | None
+    plan: FaultPlan
+    path: Path
+
+    def line(self) -> str:
+        mutant = f" with mutant {self.mutant}" if self.mutant else ""
+        return f"{self.scenario}{mutant}, seed {self.seed}: {self.plan!r}"
+
+
+def _file_name(scenario: str, seed: int, mutant: str | None) -> str:
+    """A readable name, and a digest of the whole key (two scenarios may read alike once cut)."""
+    words = "-".join([scenario, f"seed{seed}", *([mutant] if mutant else [])])
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", words)[-60:].lstrip("._-")
+    digest = hashlib.blake2b(repr((scenario, seed, mutant)).encode(), digest_size=5).hexdigest()
+    return f"{readable}-{digest}{_SUFFIX}"
+
+
+def remember(
+    folder: Path, scenario: str, seed: int, mutant: str | None, plan: FaultPlan
+) -> Path | None:
+    """Keep ``plan`` as the world's finding (replacing one kept before); its file's path. Written
+    whole or not at all: a reader never sees half a file. None for a world whose name holds a
+    line break (a file of one field a line could not hold it)."""
+    if any(char in f"{scenario}{mutant}" for char in "\r\n"):
+        return None
+    text = "".join(
+        f"{name}: {value}\n"
+        for name, value in zip(_FIELDS, (scenario, seed, mutant or "-", repr(plan)), strict=True)
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / _file_name(scenario, seed, mutant)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".writing-")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def recall(folder: Path, scenario: str, seed: int, mutant: str | None) -> Finding | None:
+    """The world's remembered finding, or None (none kept, or a file that does not read)."""
+    found = _read(folder / _file_name(scenario, seed, mutant))
+    if found is None or (found.scenario, found.seed, found.mutant) != (scenario, seed, mutant):
+        return None
+    return found
+
+
+def forget(finding: Finding) -> None:
+    finding.path.unlink(missing_ok=True)
+
+
+def findings(folder: Path, scenario: str | None = None) -> tuple[list[Finding], list[Path]]:
+    """The findings kept in ``folder`` (of ``scenario`` only, if given), by file name, and the
+    files there that do not read as one."""
+    kept: list[Finding] = []
+    unreadable: list[Path] = []
+    for path in sorted(folder.glob(f"*{_SUFFIX}")) if folder.is_dir() else []:
+        found = _read(path)
+        if found is None:
+            unreadable.append(path)
+        elif scenario is None or found.scenario == scenario:
+            kept.append(found)
+    return kept, unreadable
+
+
+def _read(path: Path) -> Finding | None:
+    try:
+        lines = path.read_text(encoding="utf-8").removesuffix("\n").split("\n")
+    except (OSError, UnicodeDecodeError):
+        return None
+    fields = dict(line.partition(": ")[::2] for line in lines)
+    if sorted(fields) != sorted(_FIELDS) or len(lines) != len(_FIELDS):
+        return None
+    try:
+        plan = plan_from_text(fields["plan"])
+    except ValueError:
+        return None
+    seed = fields["seed"]
+    if not seed.isdigit():
+        return None
+    mutant = None if fields["mutant"] == "-" else fields["mutant"]
+    return Finding(fields["scenario"], int(seed), mutant, plan, path)
