@@ -321,11 +321,6 @@ def test_world_that_raises_in_a_sweep_is_each_seeds_finding(tmp_path: Path) -> N
     assert "violations: 3 × world-raised (the world raised) in 3 seeds" in proc.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT: a world that calls sys.exit(0) ends `run` in a 49-line ExceptionGroup "
-    "traceback with exit 1; docs say a world that raises under run is one line, exit 2",
-)
 def test_world_that_calls_sys_exit_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "bye.py").write_text(
         "import sys\n"
@@ -337,6 +332,21 @@ def test_world_that_calls_sys_exit_is_one_line(tmp_path: Path) -> None:
     proc = sims_cli("run", "bye.py:bye", cwd=tmp_path)
     assert proc.returncode == 2
     assert "bye.py:5" in one_line_error(proc)
+
+
+def test_world_that_raises_keyboard_interrupt_is_one_line(tmp_path: Path) -> None:
+    # Raised by the world's own line, not by a Ctrl-C: the world's error, as any other.
+    (tmp_path / "ki.py").write_text(
+        "from sims import scenario\n"
+        '@scenario("ki")\n'
+        "async def ki(world):\n"
+        "    raise KeyboardInterrupt\n"
+    )
+    proc = sims_cli("run", "ki.py:ki", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert one_line_error(proc) == (
+        "error: scenario ki.py:ki raised at ki.py:4 with seed 1: KeyboardInterrupt: "
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -148,6 +148,17 @@ def _users_code(scenario: Scenario, seed: int) -> Iterator[None]:
         if scenario.source is None:
             raise  # the simulator's own scenario: a bug of ours, and its traceback is wanted
         raise WorldError(scenario, seed, error) from error
+    except BaseException as error:
+        # sys.exit() or a KeyboardInterrupt raised by the user's own file is the world's error
+        # too. A real Ctrl-C is raised in Trio's signal handler or at one of its checkpoints,
+        # never on a line of the user's file, so it stays a Ctrl-C.
+        inner = _innermost(error)
+        if scenario.source is None or not isinstance(inner, SystemExit | KeyboardInterrupt):
+            raise
+        frames = _frames(inner)
+        if not frames or frames[-1][0] != scenario.source:
+            raise
+        raise WorldError(scenario, seed, error) from error
 
 
 class WorldError(ValueError):
