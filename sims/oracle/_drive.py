@@ -75,13 +75,7 @@ class DriveRules(KernelRecords):
                     self.probe("drive.unregistered-skipped")
                 continue
             runnable.append(key["id"])
-        # The budget matters only when the snapshot holds more runnable runs than it: then the
-        # runs past it are the next call's. Counted apart for the default budget, which binds
-        # only in a call given no limit.
-        if len(runnable) > tick.limit:
-            self.probe(
-                "drive.default-limit-reached" if tick.default_limit else "drive.limit-reached"
-            )
+        tick.bound = len(runnable) > tick.limit
         tick.picked = runnable[: tick.limit]
 
     def on_claim_send(self, e: Row) -> None:
@@ -326,6 +320,13 @@ class DriveRules(KernelRecords):
         tick = self.ticks.pop((e["drive"], e["scope"]), None)
         if tick is None:
             return
+        # The budget mattered only when the snapshot held more runnable runs than it and the call
+        # got to the end of its picks (a drive killed mid-call never tried the run past it).
+        # Counted apart for the default budget, which binds only in a call given no limit.
+        if tick.bound:
+            self.probe(
+                "drive.default-limit-reached" if tick.default_limit else "drive.limit-reached"
+            )
         report = e["report"]
         wrong = []
         for status in ("advanced", "completed", "retrying", "failed", "deferred", "superseded"):

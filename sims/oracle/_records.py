@@ -124,6 +124,8 @@ class TickModel:
     last_status: dict[str, str] = attrs.field(factory=dict)
     #: The call was given no ``limit``: the default budget is the one that binds.
     default_limit: bool = False
+    #: The snapshot held more runnable runs than the budget: the runs past it are the next call's.
+    bound: bool = False
     #: The report's entries, predicted in the order the call met them: each run it left retrying
     #: or failed with the error written on its record (None: a call of the pass that raised,
     #: whose text the transport decides), and each admission miss's warning.

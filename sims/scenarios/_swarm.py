@@ -80,7 +80,7 @@ BRIEF_JOB = "brief"
 CROWD_JOB = "crowd"
 #: The default drive budget is 50 runnable runs: a crowd is always more, whatever the alarm's
 #: limited calls take from it before the cron's first call.
-CROWD_SIZES = (56, 60)
+CROWD_SIZES = (54, 57)
 SUBJECTS = ("subject-1", "subject-2")
 
 
@@ -235,7 +235,7 @@ def draw_swarm(rng: random.Random) -> Swarm:
             (rng.choice((1, 50, 75, 99)), rng.choice((100, 101, 150, 199))) if on(0.15) else None
         ),
         # Drawn last, so every other feature of a seed is drawn as it was before the crowd.
-        crowd=rng.randint(*CROWD_SIZES) if on(0.12) else 0,
+        crowd=rng.randint(*CROWD_SIZES) if on(0.1) else 0,
     )
     if swarm.crowd:
         swarm = attrs.evolve(swarm, limits=(None, swarm.limits[1]))

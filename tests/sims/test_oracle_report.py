@@ -104,9 +104,14 @@ def _swarm_seeds(feature: Callable[[Any], bool]) -> list[int]:
 def test_a_crowd_makes_the_default_budget_bind_and_only_it_counts_as_that() -> None:
     crowds = _swarm_seeds(lambda s: s.crowd > 0)
     assert 10 <= len(crowds) <= 40, crowds
-    sim = simulate("random", crowds[0])
-    assert sim.report.ok, [f.line() for f in sim.report.violations]
-    assert dict(sim.report.probes).get("drive.default-limit-reached")
+    # A crowd world whose drive is killed mid-call never reaches the run past the budget: the
+    # first few crowd worlds are tried, and one of them must reach it.
+    sims = [simulate("random", seed) for seed in crowds[:3]]
+    for sim in sims:
+        assert sim.report.ok, [f.line() for f in sim.report.violations]
+    binding = [s for s in sims if dict(s.report.probes).get("drive.default-limit-reached")]
+    assert binding, crowds[:3]
+    sim = binding[0]
     # The same calls, given an explicit limit of 50: the budget binds as before, but it is no
     # longer the default one that does.
     events = copy.deepcopy(sim.outcome.trace.events)
