@@ -22,13 +22,14 @@ from ..faults._plan import (
     DelayLeg,
     DropLeg,
     EvictAfter,
+    Fault,
     FaultPlan,
     HoldLeg,
     LateRequest,
     ServiceOutage,
 )
 from ._coverage import Coverage
-from ._shape import WorldShape
+from ._shape import ServiceCall, WorldShape
 
 #: How many of the single faults that reached the rarest windows are combined in pairs.
 _COMBINED = 10
@@ -53,11 +54,8 @@ def _service_call_plans(shape: WorldShape) -> Iterator[FaultPlan]:
     service call runs in no scope.)"""
     for call in shape.service_calls:
         drive, op, nth = call.drive, call.operation, call.nth
-        yield FaultPlan((DropLeg(drive=drive, operation=op, nth=nth, leg="reply"),))
-        late = shape.past_timeout_ms(call)
-        yield FaultPlan((DelayLeg(drive=drive, operation=op, nth=nth, leg="reply", ms=late),))
-        gone = shape.moved_on_ms(call)
-        yield FaultPlan((LateRequest(drive=drive, operation=op, nth=nth, ms=gone),))
+        for doubt in _answers_in_doubt(shape, call):
+            yield FaultPlan((doubt,))
         if len(shape.drives) > 1:
             held = HoldLeg(
                 drive=drive,
@@ -71,6 +69,18 @@ def _service_call_plans(shape: WorldShape) -> Iterator[FaultPlan]:
         yield FaultPlan((CrashAfter(drive=drive, operation=op, nth=nth),))
 
 
+def _answers_in_doubt(shape: WorldShape, call: ServiceCall) -> tuple[Fault, Fault, Fault]:
+    """The three ways ``call``'s caller is left not knowing whether it ran: its reply lost after
+    it ran, its reply held past the caller's own timeout, its request given up and delivered after
+    the caller moved on."""
+    drive, op, nth = call.drive, call.operation, call.nth
+    return (
+        DropLeg(drive=drive, operation=op, nth=nth, leg="reply"),
+        DelayLeg(drive=drive, operation=op, nth=nth, leg="reply", ms=shape.past_timeout_ms(call)),
+        LateRequest(drive=drive, operation=op, nth=nth, ms=shape.moved_on_ms(call)),
+    )
+
+
 def answer_in_doubt_then_down(shape: WorldShape, share: int) -> list[FaultPlan]:
     """Stage 2, coordinated faults at a service, at most ``share`` of them: for every service
     call of the clean world, its answer left in doubt, and its service down from just after the
@@ -80,14 +90,7 @@ def answer_in_doubt_then_down(shape: WorldShape, share: int) -> list[FaultPlan]:
     timeout does its effect twice, and no single fault shows it."""
     plans: list[FaultPlan] = []
     for call in shape.service_calls:
-        drive, op, nth = call.drive, call.operation, call.nth
-        doubts = (
-            DropLeg(drive=drive, operation=op, nth=nth, leg="reply"),
-            DelayLeg(
-                drive=drive, operation=op, nth=nth, leg="reply", ms=shape.past_timeout_ms(call)
-            ),
-            LateRequest(drive=drive, operation=op, nth=nth, ms=shape.moved_on_ms(call)),
-        )
+        doubts = _answers_in_doubt(shape, call)
         ran = call.sent_ms + shape.latency_of(call.service) + 1.0
         ends = (ran + 2.0 * shape.lease_ms, shape.horizon_ms + shape.lease_ms)
         for end in dict.fromkeys(max(end, ran + 1.0) for end in ends):

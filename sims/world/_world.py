@@ -68,7 +68,7 @@ from ..faults._plan import (
 )
 from ._fence import FencedLink, Incarnation, living_as, only_kills
 from ._recording import RecordingJobDriver
-from ._services import CURRENT_WORLD, Service, Services
+from ._services import Service, Services
 from ._upstream import Upstream
 
 #: Admission misses are in the trace and the story already; the kernel's log line would only
@@ -501,17 +501,16 @@ class World:
                 self._idle.remove(waiting)
 
     def tracked(self, drive: str, handler: JobHandler) -> JobHandler:
-        """``handler``, counted in :attr:`running` while it runs (the passes the end waits for),
-        with the calls it makes to services able to find this world."""
+        """``handler``, counted in :attr:`running` while it runs (the passes the end waits for).
+        Its calls to services find this world through ``CURRENT_WORLD``, which the run sets once
+        in the task every tick descends from."""
 
         async def running(ctx: Any) -> Any:
             entry = (drive, str(ctx.run.id))
             self.running.append(entry)
-            token = CURRENT_WORLD.set(self)
             try:
                 return await handler(ctx)
             finally:
-                CURRENT_WORLD.reset(token)
                 self.running.remove(entry)
                 self.quiet_check()
 
