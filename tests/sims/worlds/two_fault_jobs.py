@@ -392,8 +392,10 @@ def _book(close_first: bool) -> Any:
 
 
 def paid_iff_seated(trace: Trace) -> list[UserFinding]:
-    """A booking is charged at most once, and it is charged exactly when it keeps its seat: no
-    seat paid for and given back, no seat held unpaid (once its run has ended)."""
+    """A booking is charged at most once; a charged booking keeps its seat (no seat paid for and
+    given back); a booking whose run ended done is charged exactly when it keeps its seat. A run
+    that failed may leave its seat held unpaid: the seats service lets a hold lapse."""
+    status = _run_status(trace)
     seated: dict[str, int] = {}
     charged: dict[str, int] = {}
     run_of: dict[str, str] = {}
@@ -415,7 +417,8 @@ def paid_iff_seated(trace: Trace) -> list[UserFinding]:
     findings = []
     for booking, run in sorted(run_of.items()):
         seats, paid = seated.get(booking, 0), charged.get(booking, 0)
-        if paid > 1 or (paid == 1) != (seats == 1):
+        seated_unpaid = status.get(run) == "done" and seats == 1 and paid == 0
+        if paid > 1 or (paid == 1 and seats != 1) or seats > 1 or seated_unpaid:
             findings.append(
                 UserFinding(
                     f"booking {booking} was charged {paid} times and holds {seats} seats",
