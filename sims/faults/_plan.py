@@ -263,6 +263,27 @@ class FaultPlan:
     def __len__(self) -> int:
         return len(self.faults)
 
+    def hold_up_ms(self) -> float:
+        """The longest the plan's faults can hold a world's work up, all of them one after
+        another: each held, delayed or given-up leg, each drive down or paused, each outage, the
+        store's clock behind. A world under the plan ticks and settles this much longer, so that
+        bounded faults leave every driven run time to end, however they add up."""
+        return sum((_hold_up_ms(fault) for fault in self.faults), 0.0)
+
+
+def _hold_up_ms(fault: Fault) -> float:
+    if isinstance(fault, HoldLeg):
+        return fault.max_ms
+    if isinstance(fault, DelayLeg | LateRequest | PauseDrive):
+        return fault.ms
+    if isinstance(fault, CrashDrive | CrashAfter):
+        return fault.down_ms
+    if isinstance(fault, ServiceOutage):
+        return fault.to_ms - fault.from_ms
+    if isinstance(fault, StoreClockFault):
+        return abs(fault.skew_ms)
+    return 0.0
+
 
 #: The plan of a world where nothing goes wrong.
 NO_FAULTS = FaultPlan()

@@ -15,6 +15,7 @@ between worlds it waits on that event, using no CPU.
 
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import os
 import sys
@@ -51,15 +52,46 @@ class WorldOverran(RuntimeError):
     """A world used more CPU than its allowance: a loop of the user's that never awaits."""
 
 
+class BudgetSpent(WorldOverran):
+    """A search's time budget ran out while a world ran, before the world's own allowance did:
+    the search's limit, not the world's fault (see :func:`within_budget`)."""
+
+
+#: The process CPU time (``time.process_time``) by which a search's time budget runs out, set by
+#: :func:`within_budget` around each world a search runs; None: no search's budget applies.
+_BUDGET_ENDS: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "sims_budget_ends", default=None
+)
+
+
+@contextmanager
+def within_budget(cpu_s: float | None) -> Iterator[None]:
+    """Cap each :func:`allowance` begun in the block by what is left of ``cpu_s`` seconds of
+    this process's CPU (None: no cap). A world stopped by the cap raises :class:`BudgetSpent`.
+
+    A search checks its budget between worlds; this is what stops the world that is running
+    when the budget runs out, so that ``explore --budget 1s`` holds against a world of 8 s."""
+    if cpu_s is None:
+        yield
+        return
+    token = _BUDGET_ENDS.set(time.process_time() + max(0.0, cpu_s))
+    try:
+        yield
+    finally:
+        _BUDGET_ENDS.reset(token)
+
+
 class _Stopped(BaseException):
     """Raised in a world's thread by the watchdog: a BaseException, so that a handler's
     ``except Exception`` does not swallow it."""
 
 
 class _Watch:
-    def __init__(self, ident: int, allowance_s: float) -> None:
+    def __init__(self, ident: int, allowance_s: float, *, budget: bool = False) -> None:
         self.ident = ident
         self.allowance_s = allowance_s
+        #: Whether the allowance is what a search's budget left, not the world's own.
+        self.budget = budget
         self.clock = _cpu_clock(ident)
         self.began = _now(self.clock)
         self.lock = threading.Lock()
@@ -140,14 +172,20 @@ def _watchdog() -> _Watchdog:
 
 @contextmanager
 def allowance(cpu_s: float | None) -> Iterator[None]:
-    """Run the block with at most ``cpu_s`` seconds of CPU in this thread (None: no limit); past
-    it, the block is stopped and :class:`WorldOverran` raised."""
+    """Run the block with at most ``cpu_s`` seconds of CPU in this thread (None: no limit), or
+    what a search's budget has left if that is less (:func:`within_budget`); past it, the block
+    is stopped and :class:`WorldOverran` (:class:`BudgetSpent`) raised."""
+    ends = _BUDGET_ENDS.get()
+    left = None if ends is None else max(0.0, ends - time.process_time())
+    budget = left is not None and (cpu_s is None or left < cpu_s)
+    if budget:
+        cpu_s = left
     if cpu_s is None:
         yield
         return
     dog = _watchdog()
     ident = threading.get_ident()
-    watch = _Watch(ident, cpu_s)
+    watch = _Watch(ident, cpu_s, budget=budget)
     dog.watches[ident] = watch
     dog.running.set()
     try:
@@ -157,13 +195,13 @@ def allowance(cpu_s: float | None) -> Iterator[None]:
             raise
         # Told from where it was stopped: the deepest frame is the user's line.
         stopped = _stopped_in(error)
-        overran = WorldOverran(_overran(watch))
+        overran = _overran(watch)
         if stopped is not None:
             overran = overran.with_traceback(stopped.__traceback__)
         raise overran from None
     if _ended(watch, dog):
         # It was struck as it ended and caught it (or it had not yet landed): still over.
-        raise WorldOverran(_overran(watch))
+        raise _overran(watch)
 
 
 def _stopped_in(error: BaseException) -> BaseException | None:
@@ -194,8 +232,13 @@ def _ended(watch: _Watch, dog: _Watchdog) -> bool:
         return watch.over
 
 
-def _overran(watch: _Watch) -> str:
-    return (
+def _overran(watch: _Watch) -> WorldOverran:
+    if watch.budget:
+        return BudgetSpent(
+            f"the search's time budget ran out while a world ran: it was stopped after "
+            f"{watch.allowance_s:.1f} s of CPU{watch.where}"
+        )
+    return WorldOverran(
         f"the world used more than its {watch.allowance_s:g} s of CPU "
         f"(WorldSetup(cpu_allowance_s={watch.allowance_s:g})) and was stopped{watch.where}; "
         "virtual time moves only when every task awaits, so a loop that never awaits holds the "

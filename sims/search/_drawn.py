@@ -1,4 +1,4 @@
-"""Stage 3: the plans Hypothesis draws (:mod:`._aimed`), in rounds, first of one fault, then of
+"""Stage 6: the plans Hypothesis draws (:mod:`._aimed`), in rounds, first of one fault, then of
 several.
 
 Hypothesis's ``find`` calls its test function one plan at a time and waits for each answer, which
@@ -97,7 +97,7 @@ def _settings(size: int, *phases: Phase) -> settings:
 
 @attrs.define
 class Drawn:
-    """Stage 3's plans, round by round: :meth:`plans` yields them, :meth:`shrink` shrinks one
+    """Stage 6's plans, round by round: :meth:`plans` yields them, :meth:`shrink` shrinks one
     that failed as Hypothesis shrinks what it drew."""
 
     shape: WorldShape

@@ -27,8 +27,10 @@ from ..faults._check import PlanError
 from ..faults._plan import FaultPlan
 from ..runners._dask import connect_to_cluster, summarise_chunk
 from ..runners._simulate import WorldError, simulate
+from ..runners._watchdog import BudgetSpent, within_budget
 from ..scenarios._registry import ScenarioRef
 from ._coverage import features_of, struck_service_calls
+from ._shape import CallsMade, calls_made
 
 #: Each job with its world's result, in the jobs' order.
 Results: TypeAlias = Generator[tuple["WorldJob", "WorldResult"], None, None]
@@ -48,6 +50,9 @@ class WorldJob:
     seed: int
     mutant: str | None
     plan: FaultPlan
+    #: The seconds of CPU the search's time budget had left when it asked for this world (None:
+    #: no time budget): the world is stopped there, not only at its own allowance.
+    cpu_left_s: float | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
@@ -58,12 +63,17 @@ class WorldResult:
     features: frozenset[str] = frozenset()
     #: The service calls a fault struck, as ("SERVICE.OPERATION", count) pairs.
     struck: tuple[tuple[str, int], ...] = ()
+    #: The calls its drives made: who did what under the plan (what a second fault aims at).
+    made: CallsMade = attrs.field(factory=CallsMade)
     #: Whether a check reported a violation.
     violated: bool = False
     #: What the world raised instead of running to its end, or None.
     raised: str | None = None
     #: The world refused the plan (a name it does not have): no world ran.
     refused: bool = False
+    #: The search's time budget ran out while the world ran, and where it was stopped (not a
+    #: world at all: it is neither counted nor judged), or None.
+    cut: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -73,18 +83,24 @@ class WorldResult:
 def run_world(job: WorldJob) -> WorldResult:
     """Run one world and reduce it to its :class:`WorldResult`: in this process or a worker's."""
     try:
-        simulation = simulate(
-            job.scenario, job.seed, plan=job.plan, mutant=job.mutant, keep_trace=True
-        )
+        with within_budget(job.cpu_left_s):
+            simulation = simulate(
+                job.scenario, job.seed, plan=job.plan, mutant=job.mutant, keep_trace=True
+            )
     except PlanError:
         return WorldResult(refused=True)
+    except BudgetSpent as error:  # a world of the simulator's own
+        return WorldResult(cut=str(error))
     except WorldError as error:
         if isinstance(error.__cause__, PlanError):
             return WorldResult(refused=True)
+        if isinstance(error.__cause__, BudgetSpent):
+            return WorldResult(cut=str(error.__cause__))
         return WorldResult(raised=str(error))
     return WorldResult(
         features=features_of(simulation),
         struck=tuple(sorted(struck_service_calls(simulation).items())),
+        made=calls_made(simulation),
         violated=bool(simulation.report.violations),
     )
 

@@ -59,15 +59,16 @@ from ..mutants._catalog import MUTANTS
 from ..runners._outcome import Simulation, replay_command
 from ..runners._rerun import NONDETERMINISM_HELP, first_difference
 from ..runners._simulate import WorldError, simulate
+from ..runners._watchdog import BudgetSpent, within_budget
 from ..scenarios._registry import ScenarioRef, find_scenario
 from ._aimed import fault_plans
 from ._coverage import Coverage, features_of, struck_service_calls
 from ._drawn import Drawn, Stopped, Tried
 from ._executor import Cluster, Executor, InProcess, Processes, WorldJob, WorldResult, run_world
 from ._findings import Finding, forget, recall, remember
-from ._shape import WorldShape, shape_of, world_shape
+from ._shape import CallsMade, WorldShape, shape_of, world_shape
 from ._shrink import shrink_in_batches
-from ._stages import answer_in_doubt_then_down, guided_pairs, single_plans
+from ._stages import answer_in_doubt_then_down, guided_pairs, second_faults, single_plans
 
 __all__ = [
     "Exploration",
@@ -169,10 +170,19 @@ class SearchReport:
     recalled: bool = False
     #: Where the finding was remembered (:mod:`._findings`), or None (not asked to remember).
     remembered: Path | None = None
+    #: The world the time budget stopped while it ran, and where (it is not counted), or None.
+    cut_world: str | None = None
 
     @property
     def failed(self) -> bool:
-        return self.found is not None or self.nondeterminism is not None or self.raised is not None
+        """Whether the search found something wrong, or could not search at all (the budget
+        ran out before the clean world ended: nothing was searched, which is no clean result)."""
+        found = self.found is not None or self.nondeterminism is not None
+        return found or self.raised is not None or self.searched_nothing
+
+    @property
+    def searched_nothing(self) -> bool:
+        return self.cut_world is not None and self.worlds == 0
 
     def lines(self) -> Iterator[str]:
         store = f" with mutant {self.mutant}" if self.mutant else ""
@@ -195,11 +205,20 @@ class SearchReport:
             yield f"  {NONDETERMINISM_HELP}"
         if self.found is not None:
             yield from self._found_lines(head, budget, self.found)
+        elif self.searched_nothing:
+            yield f"{head}: nothing was searched: the clean world did not end within the budget."
+            yield f"  {self.cut_world}"
+            yield (
+                "  a world that needs more CPU needs a larger --budget; a loop that never awaits "
+                "is the world's bug (docs/search.md, A world that never ends)"
+            )
         elif self.nondeterminism is None and self.raised is None:
             yield (
                 f"{head}: no check failed in {budget} ({_WHY.get(self.stopped, self.stopped)}). "
                 "What was searched:"
             )
+            if self.cut_world is not None:
+                yield f"  {self.cut_world}; it is not counted"
             yield from self.coverage.lines()
 
     def _found_lines(self, head: str, budget: str, found: Exploration) -> Iterator[str]:
@@ -283,7 +302,10 @@ def search(
             progress=progress,
             findings=None if findings is None else Path(findings),
         )
-        return searching.kept(_search(searching, start, max_faults))
+        try:
+            return searching.kept(_search(searching, start, max_faults))
+        except Stopped:  # the budget stopped a world that is not a stage's (the clean world)
+            return searching.report(stopped=searching.over_budget() or "seconds")
     finally:
         executor.close()
 
@@ -307,8 +329,9 @@ def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> Sea
     searching.tell("the clean world, twice")
     # A world that is no function of its seed makes every verdict after it meaningless, so this
     # comes first.
-    clean = searching.run(NO_FAULTS)
-    differs = first_difference(clean.outcome.trace, searching.run(NO_FAULTS).outcome.trace)
+    clean = searching.run(NO_FAULTS, budgeted=True)
+    again = searching.run(NO_FAULTS, budgeted=True)
+    differs = first_difference(clean.outcome.trace, again.outcome.trace)
     if differs is not None:
         return searching.report(
             nondeterminism=f"the clean world, run twice in one process: {differs}",
@@ -350,6 +373,14 @@ def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> Sea
             )
         )
     stages += [
+        (
+            "a second fault, aimed at the world a first one made",
+            lambda: searching.first_failing(
+                second_faults(
+                    shape, searching.made, max(1, (searching.max_worlds - searching.worlds) // 2)
+                )
+            ),
+        ),
         (
             "the rarest single faults, in pairs",
             lambda: searching.first_failing(
@@ -395,8 +426,10 @@ class _Search:
     worlds: int = 0
     coverage: Coverage = attrs.field(factory=Coverage)
     #: What each single fault's world reached: the feedback that picks the plans to combine.
-    #: (Only stage 1's: a long search keeps no record of every plan it ran.)
+    #: (Only stage 2's, the single faults': a long search keeps no record of every plan it ran.)
     reached: dict[FaultPlan, frozenset[str]] = attrs.field(factory=dict)
+    #: What each single fault's world made its drives do: what a second fault is aimed at.
+    made: dict[FaultPlan, CallsMade] = attrs.field(factory=dict)
     #: The plans under which the world raised, with what it raised.
     raised: dict[FaultPlan, str] = attrs.field(factory=dict)
     #: The plans run so far, so that Hypothesis's are new ones.
@@ -405,6 +438,8 @@ class _Search:
     findings: Path | None = None
     #: Whether the plan being shrunk is the one remembered from an earlier search.
     recalled: bool = False
+    #: The world the time budget stopped while it ran, and where, or None.
+    cut_world: str | None = None
 
     def __attrs_post_init__(self) -> None:
         self.started = self.clock()
@@ -416,9 +451,16 @@ class _Search:
         """ "interrupted" (the stop event), "seconds" (the time budget), or None."""
         if self.stop is not None and self.stop.is_set():
             return "interrupted"
-        if self.max_seconds is not None and self.clock() - self.started >= self.max_seconds:
+        left = self.seconds_left()
+        if self.cut_world is not None or (left is not None and left <= 0):
             return "seconds"
         return None
+
+    def seconds_left(self) -> float | None:
+        """What is left of the time budget (None: there is none): each world is stopped there."""
+        if self.max_seconds is None:
+            return None
+        return self.max_seconds - (self.clock() - self.started)
 
     def over_budget(self) -> str | None:
         stop = self.out_of_time()
@@ -438,7 +480,13 @@ class _Search:
     # -- running worlds --
 
     def job(self, plan: FaultPlan) -> WorldJob:
-        return WorldJob(self.ref, self.seed, self.mutant, plan)
+        return WorldJob(self.ref, self.seed, self.mutant, plan, cpu_left_s=self.seconds_left())
+
+    def was_cut(self, result: WorldResult) -> bool:
+        """Whether the budget stopped ``result``'s world while it ran (then the search stops)."""
+        if result.cut is not None:
+            self.cut_world = result.cut
+        return result.cut is not None
 
     def commit(self, plan: FaultPlan, result: WorldResult, *, remember: bool = False) -> None:
         """Count one world and what it reached, in the order its stage gave it."""
@@ -450,6 +498,7 @@ class _Search:
         self.coverage.add(result.features, struck=Counter(dict(result.struck)))
         if remember:
             self.reached[plan] = result.features
+            self.made[plan] = result.made
 
     def ran(self, plans: Iterable[FaultPlan]) -> Iterator[tuple[FaultPlan, WorldResult]]:
         """Each of ``plans`` with its world's result, in order, while the time lasts: a world is
@@ -466,7 +515,7 @@ class _Search:
         try:
             while self.out_of_time() is None:
                 job, result = next(results, (None, None))
-                if job is None or result is None:
+                if job is None or result is None or self.was_cut(result):
                     return
                 yield job.plan, result
         finally:
@@ -496,19 +545,29 @@ class _Search:
         """Whether the world fails under ``plan``, run in this process: a check's violation, or
         the world raised."""
         result = run_world(self.job(plan))
+        if self.was_cut(result):
+            raise Stopped
         self.commit(plan, result)
         return result.failed
 
-    def run(self, plan: FaultPlan) -> Simulation:
-        """The world under ``plan`` as a whole simulation, in this process: the clean world, and a
-        finding's (the report shows its violations and compares its trace)."""
+    def run(self, plan: FaultPlan, *, budgeted: bool = False) -> Simulation:
+        """The world under ``plan`` as a whole simulation, in this process: the clean world
+        (``budgeted``: stopped where the time budget runs out, raising :class:`Stopped`), and a
+        finding's (it ended in time once already, so it is not cut short on its second run)."""
         try:
-            simulation = simulate(
-                self.scenario, self.seed, plan=plan, mutant=self.mutant, keep_trace=True
-            )
+            with within_budget(self.seconds_left() if budgeted else None):
+                simulation = simulate(
+                    self.scenario, self.seed, plan=plan, mutant=self.mutant, keep_trace=True
+                )
+        except BudgetSpent as error:  # a world of the simulator's own
+            self.cut_world = str(error)
+            raise Stopped from None
         except WorldError as error:
             if isinstance(error.__cause__, PlanError):
                 raise error.__cause__ from None  # a plan the world refuses: no world ran
+            if isinstance(error.__cause__, BudgetSpent):
+                self.cut_world = str(error.__cause__)
+                raise Stopped from None
             raise
         self.commit(
             plan,
@@ -543,10 +602,10 @@ class _Search:
             path = remember(self.findings, self.shown, self.seed, self.mutant, plan)
         return attrs.evolve(report, recalled=self.recalled, remembered=path)
 
-    # -- stage 3, shrinking, checking --
+    # -- Hypothesis's stage, shrinking, checking --
 
     def hypothesis(self, shape: WorldShape, max_faults: int) -> _Outcome:
-        """Stage 3: the plans Hypothesis draws, run by the executor; one that fails is shrunk by
+        """Stage 6: the plans Hypothesis draws, run by the executor; one that fails is shrunk by
         Hypothesis, here, from the round that drew it."""
         drawn = Drawn(
             shape=shape,
@@ -630,6 +689,7 @@ class _Search:
             seconds=self.clock() - self.started,
             coverage=self.coverage,
             where=self.executor.where,
+            cut_world=self.cut_world,
             **{"found": None, **fields},
         )
 

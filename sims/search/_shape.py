@@ -25,6 +25,7 @@ import attrs
 
 from driver import JOB_LEASE_ENTRY_MARGIN
 
+from .._trace import Trace
 from ..faults._plan import NO_FAULTS
 from ..runners._outcome import Simulation
 from ..runners._simulate import simulate
@@ -56,6 +57,42 @@ class ServiceCall:
     @property
     def service(self) -> str:
         return self.operation.split(".", 1)[0]
+
+
+@attrs.frozen(kw_only=True)
+class CallsMade:
+    """Every call one world's drives made: the scope's as (drive, operation, how many), and each
+    service call. The clean world's are the shape's; a faulted world's say who did what once the
+    fault struck (another drive took a pass over, a drive stayed away), which is what the search
+    aims a second fault at."""
+
+    scope: tuple[tuple[str, str, int], ...] = ()
+    services: tuple[ServiceCall, ...] = ()
+
+    def counts(self) -> Counter[tuple[str, str]]:
+        """How many calls of each (drive, operation), the scope's and the services' alike."""
+        made = Counter({(drive, op): n for drive, op, n in self.scope})
+        made.update((call.drive, call.operation) for call in self.services)
+        return made
+
+
+def calls_made(simulation: Simulation) -> CallsMade:
+    """The calls ``simulation``'s drives made, numbered per drive and operation as a plan counts
+    them (the scenario's own calls, under no drive of the setup, are not aimed at)."""
+    trace = simulation.outcome.trace
+    drives = _drives_of(trace)
+    scope = Counter((str(e["link"]), str(e["op"])) for e in trace.of("rpc.send"))
+    return CallsMade(
+        scope=tuple((d, op, n) for (d, op), n in sorted(scope.items()) if d in drives),
+        services=_service_calls(trace.of("svc.send"), drives),
+    )
+
+
+def _drives_of(trace: Trace) -> dict[str, None]:
+    """The drives that ticked or started a run, in the order they first did."""
+    return {
+        str(event["drive"]): None for event in trace.of("drive.tick", "drive.skip", "world.start")
+    }
 
 
 @attrs.frozen(kw_only=True)
@@ -199,12 +236,10 @@ class WorldShape:
 def shape_of(simulation: Simulation) -> WorldShape:
     """What :class:`WorldShape` says of the world ``simulation`` ran."""
     trace = simulation.outcome.trace
-    drives: dict[str, None] = {}
+    drives = _drives_of(trace)
     ticks: dict[str, list[float]] = {}
-    for event in trace.of("drive.tick", "drive.skip", "world.start"):
-        drives.setdefault(str(event["drive"]), None)
-        if event["ev"] == "drive.tick":
-            ticks.setdefault(str(event["drive"]), []).append(float(event["t"]))
+    for event in trace.of("drive.tick"):
+        ticks.setdefault(str(event["drive"]), []).append(float(event["t"]))
     if not drives:
         raise ValueError(
             f"scenario {simulation.scenario} ticks no drive; a fault plan needs a drive to aim at"
@@ -214,7 +249,7 @@ def shape_of(simulation: Simulation) -> WorldShape:
     for event in trace.of("job.register"):
         if event.get("lease_ms") and "refused" not in event:
             leases.setdefault(int(event["lease_ms"]), None)
-    calls = Counter((str(e["link"]), str(e["op"])) for e in trace.of("rpc.send"))
+    made = calls_made(simulation)
     cadences = []
     for drive, times in ticks.items():
         gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
@@ -227,19 +262,18 @@ def shape_of(simulation: Simulation) -> WorldShape:
             )
         )
     last = trace.events[-1]["t"] if trace.events else 30_000.0
-    service_calls = _service_calls(trace.of("svc.send"), drives)
     return WorldShape(
         # Only the drives and scopes the setup declares: those are what a plan is checked against.
         drives=tuple(d for d in drives if d in setup.drives) or tuple(drives),
         scopes=tuple(setup.scopes),
         lease_ms=setup.lease_ms,
         leases=tuple(leases),
-        calls=tuple((drive, op, n) for (drive, op), n in sorted(calls.items()) if drive in drives),
+        calls=made.scope,
         cadences=tuple(cadences),
         horizon_ms=float(last),
         events=len(trace.events),
         services=tuple(ServiceShape.of(service) for service in setup.services),
-        service_calls=service_calls,
+        service_calls=made.services,
     )
 
 

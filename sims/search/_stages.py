@@ -1,24 +1,34 @@
-"""The search's first two stages, each a function that lists or yields the plans it wants tried
-(stage 3, Hypothesis's, is :mod:`._drawn`). None of them runs a world: the search runs their
-plans, in this process or on many workers, and feeds back what each world reached.
+"""The search's stages after the clean world, but Hypothesis's (:mod:`._drawn`), each a function
+that lists or yields the plans it wants tried, numbered as docs/search.md numbers them. None of
+them runs a world: the search runs their plans, in this process or on many workers, and feeds back
+what each world reached.
 
-1. :func:`single_plans`: every single fault that strikes at an event of the world, the job's
-   outside world first;
-2. :func:`answer_in_doubt_then_down`: two faults that work together at a service: one call's
+2. :func:`single_plans`: every single fault that strikes at an event of the world, the job's
+   outside world first, and each drive kept away for a while;
+3. :func:`answer_in_doubt_then_down`: two faults that work together at a service: one call's
    answer left in doubt (its reply lost, or past the caller's timeout, or its request given up
    and delivered late), and the service down from just after that call ran, so that what the job
    does next (a retry, a fallback, a reconciliation) meets a refusal;
-3. :func:`guided_pairs`: the single faults whose worlds reached the rarest windows, probes and
+4. :func:`second_faults`: a fault, then a second aimed at the world the first one made: at the
+   calls a drive made there and never made in the clean world (a takeover's pass, a retry), or,
+   when the first kept a drive away, at the calls of the drives left, past the takeover that no
+   longer comes;
+5. :func:`guided_pairs`: the single faults whose worlds reached the rarest windows, probes and
    marks, combined in pairs.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping
 
+import attrs
+
 from ..faults._plan import (
+    OPERATIONS,
     UNTIL_EVENTS,
     CrashAfter,
+    CrashDrive,
     DelayLeg,
     DropLeg,
     EvictAfter,
@@ -27,9 +37,10 @@ from ..faults._plan import (
     HoldLeg,
     LateRequest,
     ServiceOutage,
+    Until,
 )
 from ._coverage import Coverage
-from ._shape import ServiceCall, WorldShape
+from ._shape import CallsMade, ServiceCall, WorldShape
 
 #: How many of the single faults that reached the rarest windows are combined in pairs.
 _COMBINED = 10
@@ -38,13 +49,38 @@ _COMBINED_SERVICE = 4
 
 
 def single_plans(shape: WorldShape, share: int) -> list[FaultPlan]:
-    """Stage 1: one fault at a time, in a fixed order, at most ``share`` of them (in a world of
+    """Stage 2: one fault at a time, in a fixed order, at most ``share`` of them (in a world of
     many calls, spread evenly over them, so Hypothesis gets the other half of the budget). The
     job's outside world first, and whole when it fits (few calls, and the effects a job exists
     for are there): each service call's faults, then each service's outages; then every scope
-    call's event faults."""
-    outside = _spread([*_service_call_plans(shape), *_outage_plans(shape)], share)
-    return outside + _spread(list(_single_event_plans(shape)), share - len(outside))
+    call's event faults; then each drive kept away (:func:`_kept_away`), which changes nothing
+    alone in a world whose other drives take its work over, and is what :func:`second_faults`
+    builds on."""
+    away = _kept_away(shape)[: max(0, share // 4)]
+    outside = _spread([*_service_call_plans(shape), *_outage_plans(shape)], share - len(away))
+    inside = _spread(list(_single_event_plans(shape)), share - len(outside) - len(away))
+    return outside + inside + away
+
+
+def _kept_away(shape: WorldShape) -> list[FaultPlan]:
+    """Each drive of a world of several, killed just before its first tick and kept away for a
+    while (:func:`_kept_away_ms`): the other drives tick on and take its work over."""
+    if len(shape.drives) < 2:
+        return []
+    firsts = {cadence.drive: cadence.first_ms for cadence in shape.cadences}
+    down = _kept_away_ms(shape)
+    return [
+        FaultPlan((CrashDrive(drive=drive, at_ms=max(0.0, firsts[drive] - 1.0), down_ms=down),))
+        for drive in shape.drives
+        if drive in firsts
+    ]
+
+
+def _kept_away_ms(shape: WorldShape) -> float:
+    """How long a drive kept away is down: three of the world's longest leases, time enough for
+    a lease it held to run out and another drive to take the run over and end it; then it comes
+    back (a fault is bounded: a drive down for good would leave runs only it drives running)."""
+    return 3.0 * max(shape.leases or (shape.lease_ms,))
 
 
 def _service_call_plans(shape: WorldShape) -> Iterator[FaultPlan]:
@@ -82,7 +118,7 @@ def _answers_in_doubt(shape: WorldShape, call: ServiceCall) -> tuple[Fault, Faul
 
 
 def answer_in_doubt_then_down(shape: WorldShape, share: int) -> list[FaultPlan]:
-    """Stage 2, coordinated faults at a service, at most ``share`` of them: for every service
+    """Stage 3, coordinated faults at a service, at most ``share`` of them: for every service
     call of the clean world, its answer left in doubt, and its service down from just after the
     call ran (the call itself runs), until the lease has passed twice (a retry of a later pass
     gets through) or until the world's end (none does). A refusal is honest about the request it
@@ -142,7 +178,7 @@ def _spread(plans: list[FaultPlan], share: int) -> list[FaultPlan]:
 def guided_pairs(
     singles: list[FaultPlan], coverage: Coverage, reached: Mapping[FaultPlan, frozenset[str]]
 ) -> Iterator[FaultPlan]:
-    """Stage 2, guided by what the worlds reached: the single faults whose worlds entered the
+    """Stage 5, guided by what the worlds reached: the single faults whose worlds entered the
     rarest windows, probes and marks, combined in pairs (a takeover held open while another
     pass crashes after its effect: the windows compose). A world with services pairs the rarest
     of its service calls' faults and of its outages too, so a lost reply meets a takeover and an
@@ -175,3 +211,119 @@ def _strikes_a_service(plan: FaultPlan) -> bool:
         isinstance(fault, ServiceOutage) or "." in str(getattr(fault, "operation", ""))
         for fault in plan.faults
     )
+
+
+#: The faults a second one aims at a scope call, in the order tried: a crash right after it (the
+#: pass fails on that drive), its reply held until each of the events, the scope evicted.
+_SECOND_UNTIL: tuple[Until, ...] = ("takeover", "effect", "commit", "tick", "step")
+
+
+@attrs.frozen
+class _Moved:
+    """What a first fault changed of who did what: the calls its world made that the clean
+    world did not (by drive, operation and nth), and the drives that made fewer."""
+
+    scope: tuple[tuple[str, str, int], ...]
+    services: tuple[ServiceCall, ...]
+    away: tuple[str, ...]
+
+    @classmethod
+    def of(cls, clean: CallsMade, made: CallsMade) -> _Moved:
+        before, after = clean.counts(), made.counts()
+        # The calls that act on a run (not the due list's reads, one per idle tick).
+        scope = tuple(
+            (drive, op, nth)
+            for drive, op, n in made.scope
+            if op in OPERATIONS
+            for nth in range(before[(drive, op)] + 1, n + 1)
+        )
+        services = tuple(
+            call for call in made.services if call.nth > before[(call.drive, call.operation)]
+        )
+        # A drive kept away made fewer calls that act on a run (not fewer idle reads: a world
+        # that ended sooner made those too).
+        fewer = {
+            drive
+            for (drive, op), n in before.items()
+            if (op in OPERATIONS or "." in op) and after[(drive, op)] < n
+        }
+        return cls(scope, services, tuple(sorted(fewer)))
+
+    def key(self) -> tuple[object, ...]:
+        return (self.scope, tuple((c.drive, c.operation, c.nth) for c in self.services), self.away)
+
+    @property
+    def took_over(self) -> bool:
+        """Whether a drive began a pass it did not begin in the clean world."""
+        return any(op == "begin" for _, op, _ in self.scope)
+
+
+def second_faults(
+    shape: WorldShape, firsts: Mapping[FaultPlan, CallsMade], share: int
+) -> list[FaultPlan]:
+    """Stage 4, a fault and a second aimed at the world the first one made, at most ``share``.
+
+    A clean world shows which drive runs which pass; a first fault changes that: a pass fails and
+    another drive takes the run over, a retry makes a call again, a drive kept away leaves its
+    work to the others. The second fault strikes the calls of THAT world: the calls a drive made
+    there and never made in the clean world, or, when the first kept a drive away, every call of
+    the drives left (a reply held past the lease is no longer cut short by a takeover). Of the
+    first faults that changed the same calls, the first one (in stage 2's order) stands for all.
+    The plans are dealt out round-robin over those first faults, takeovers first, so that each
+    gets its most likely second faults before any gets its least likely ones."""
+    clean = CallsMade(scope=shape.calls, services=shape.service_calls)
+    seen: set[tuple[object, ...]] = set()
+    moved: list[tuple[FaultPlan, _Moved]] = []
+    for first, made in firsts.items():
+        change = _Moved.of(clean, made)
+        if change.key() in seen or not (change.scope or change.services or change.away):
+            continue
+        seen.add(change.key())
+        moved.append((first, change))
+    moved.sort(key=lambda pair: not pair[1].took_over)  # stable: stage 2's order within each
+    lists = [
+        [
+            FaultPlan((*first.faults, second))
+            for second in _aimed_at(shape, change, made=firsts[first])
+        ]
+        for first, change in moved
+    ]
+    dealt = (plan for row in itertools.zip_longest(*lists) for plan in row if plan is not None)
+    return list(itertools.islice(dict.fromkeys(dealt), share))
+
+
+def _aimed_at(shape: WorldShape, change: _Moved, *, made: CallsMade) -> Iterator[Fault]:
+    """The second faults for the world ``change`` describes, most likely first: the new calls,
+    or, for a drive kept away, the calls of every drive left."""
+    scope = list(change.scope)
+    services = list(change.services)
+    if change.away and not scope and not services:
+        scope = [
+            (d, op, nth)
+            for d, op, n in made.scope
+            if d not in change.away and op in OPERATIONS
+            for nth in range(1, n + 1)
+        ]
+        services = [call for call in made.services if call.drive not in change.away]
+    # Killed right after the call and kept away too: the rest of the run is another drive's.
+    away = _kept_away_ms(shape)
+    for call in services:
+        yield from _answers_in_doubt(shape, call)
+        yield CrashAfter(drive=call.drive, operation=call.operation, nth=call.nth)
+        yield CrashAfter(drive=call.drive, operation=call.operation, nth=call.nth, down_ms=away)
+    for drive, op, nth in scope:
+        yield CrashAfter(drive=drive, operation=op, nth=nth)
+    for drive, op, nth in scope:
+        yield CrashAfter(drive=drive, operation=op, nth=nth, down_ms=away)
+    for until in _SECOND_UNTIL:
+        for drive, op, nth in scope:
+            yield HoldLeg(
+                drive=drive,
+                operation=op,
+                nth=nth,
+                leg="reply",
+                until=until,
+                max_ms=shape.lease_ms * 10.0,
+            )
+    for drive, op, nth in scope:
+        yield EvictAfter(drive=drive, operation=op, nth=nth)

@@ -374,6 +374,8 @@ class World:
         self.host = host
         self.trace = trace
         self.plan = plan
+        #: How much longer than its scenario says the world ticks and settles under its plan.
+        self.stretch_ms = plan.hold_up_ms()
         self.nursery = nursery
         self.lease_ms = lease_ms
         self.margin_ms = lease_ms * JOB_LEASE_ENTRY_MARGIN
@@ -690,10 +692,12 @@ class World:
         max_passes: int = 1,
         limit: int | None = None,
     ) -> None:
-        """Tick ``drive`` on ``scope_id`` every ``every_ms`` from ``first_ms`` until ``until_ms``:
-        a cron, or an alarm, running at most ``limit`` runs a tick (the kernel's default when
-        None). Ticks of one drive never overlap; a slow tick delays the next."""
+        """Tick ``drive`` on ``scope_id`` every ``every_ms`` from ``first_ms`` until ``until_ms``
+        (and the plan's hold-up, :attr:`stretch_ms`, more): a cron, or an alarm, running at most
+        ``limit`` runs a tick (the kernel's default when None). Ticks of one drive never overlap;
+        a slow tick delays the next."""
         self.scope(scope_id)
+        until_ms += self.stretch_ms
 
         async def ticking() -> None:
             at = first_ms
@@ -787,9 +791,11 @@ class World:
         )
 
     async def settle(self, scopes: tuple[str, ...], *, horizon_ms: float, poll_ms: float) -> None:
-        """Wait until every run on ``scopes`` has ended, or until ``horizon_ms``."""
+        """Wait until every run on ``scopes`` has ended, or until ``horizon_ms`` (and the plan's
+        hold-up, :attr:`stretch_ms`, more: bounded faults must leave every run time to end)."""
         for scope_id in scopes:
             self.scope(scope_id)
+        horizon_ms += self.stretch_ms
         while self.now_ms() < horizon_ms:
             await self.sleep_until_ms(min(horizon_ms, self.now_ms() + poll_ms))
             live = [

@@ -62,24 +62,48 @@ def _singles(scenario: str) -> int:
 # -- every stage stops within its seconds --------------------------------------------------------
 
 
+@pytest.fixture
+def seconds_planned(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many plans the stage of a second fault listed, as the search asks for it."""
+    planned: list[int] = []
+    real = _explore.second_faults
+
+    def counted(*args: Any) -> list[FaultPlan]:
+        plans = real(*args)
+        planned.append(len(plans))
+        return plans
+
+    monkeypatch.setattr(_explore, "second_faults", counted)
+    return planned
+
+
 @pytest.mark.parametrize(
     ("cut", "stage"),
     [
-        (lambda singles: singles // 2, "single faults"),
-        (lambda singles: singles + 20, "the rarest single faults, in pairs"),
-        (lambda singles: singles + 45 + 60, "plans Hypothesis draws"),
+        (lambda singles, seconds: singles // 2, "single faults"),
+        (lambda singles, seconds: singles + 20, "a second fault, aimed at the world"),
+        (lambda singles, seconds: singles + seconds + 20, "the rarest single faults, in pairs"),
+        (lambda singles, seconds: singles + seconds + 45 + 60, "plans Hypothesis draws"),
     ],
 )
 def test_each_stage_stops_when_the_time_runs_out(
-    worlds_clock: Callable[[], float], cut: Callable[[int], int], stage: str
+    worlds_clock: Callable[[], float],
+    seconds_planned: list[int],
+    cut: Callable[[int, int], int],
+    stage: str,
 ) -> None:
-    worlds = cut(_singles(CLEAN))
+    # How many plans the second fault's stage has: it lists them as it begins, once the single
+    # faults have run (here, one world before the time runs out).
+    singles = _singles(CLEAN)
+    search(CLEAN, max_worlds=10**9, max_seconds=(singles + 1) * WORLD_S, clock=worlds_clock)
+    worlds = cut(singles, seconds_planned[-1])
+    begun = worlds_clock()
     said: list[str] = []
     report = search(
         CLEAN,
         max_worlds=10**9,
         max_seconds=worlds * WORLD_S,
-        clock=worlds_clock,
+        clock=lambda: worlds_clock() - begun,
         progress=_stages(said),
     )
     assert report.stopped == "seconds"
@@ -90,7 +114,7 @@ def test_each_stage_stops_when_the_time_runs_out(
     assert line.endswith(" s of CPU (the time budget ran out). What was searched:")
 
 
-def test_hypothesis_stops_drawing_when_the_time_runs_out() -> None:
+def test_hypothesis_stops_drawing_when_the_time_runs_out(seconds_planned: list[int]) -> None:
     # The clock jumps past the budget as Hypothesis's stage begins: it draws nothing more (its
     # find is stopped from inside its test function), and the search ends with what it has.
     now = [0.0]
@@ -103,7 +127,7 @@ def test_hypothesis_stops_drawing_when_the_time_runs_out() -> None:
 
     report = search(CLEAN, max_worlds=10**9, max_seconds=10.0, clock=lambda: now[0], progress=tell)
     assert report.stopped == "seconds"
-    assert report.worlds == 2 + _singles(CLEAN) + 45
+    assert report.worlds == 2 + _singles(CLEAN) + seconds_planned[-1] + 45
     assert said[-1] == "plans Hypothesis draws"
 
 
@@ -211,7 +235,7 @@ def _stopped_at(stage: str, scenario: str, **options: Any) -> SearchReport:
 
 
 def test_a_stop_ends_the_search_with_what_it_searched() -> None:
-    report = _stopped_at("the rarest single faults", CLEAN, max_seconds=None)
+    report = _stopped_at("a second fault", CLEAN, max_seconds=None)
     assert report.stopped == "interrupted"
     assert report.worlds == 2 + _singles(CLEAN)
     assert not report.failed
@@ -233,7 +257,7 @@ def test_a_stop_while_shrinking_reports_the_failing_plan_found_so_far() -> None:
 
 
 def test_a_stop_on_worker_processes_ends_the_search_as_in_one() -> None:
-    report = _stopped_at("the rarest single faults", CLEAN, max_seconds=None, jobs=2)
+    report = _stopped_at("a second fault", CLEAN, max_seconds=None, jobs=2)
     assert report.stopped == "interrupted"
     assert report.worlds == 2 + _singles(CLEAN)
 
@@ -292,6 +316,7 @@ def test_explore_says_its_budget_and_each_stage_on_stderr(
         "explore: searching up to 80 worlds; Ctrl-C stops it and says what it searched",
         "explore: the clean world, twice",
         f"explore: single faults ({min(_singles(CLEAN), (80 - 2) // 2)} plans)",
+        "explore: a second fault, aimed at the world a first one made",
         "explore: the rarest single faults, in pairs",
     ]
 
@@ -341,3 +366,37 @@ def test_outside_the_main_thread_ctrl_c_is_left_alone() -> None:
     with stop_on_ctrl_c():
         assert signal.getsignal(signal.SIGINT) is not before
     assert signal.getsignal(signal.SIGINT) is before
+
+
+SPINNING = Path(__file__).parent / "worlds" / "spinning.py"
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_budget_stops_a_world_that_is_running_when_it_runs_out(jobs: int) -> None:
+    # The world has no allowance of its own: a fault (a ping that times out) makes it spin for
+    # ever, and only the search's budget can stop it (that this returns at all is the proof). It
+    # is stopped, named, not counted, and the search ends as any search whose time ran out:
+    # clean, saying what it searched.
+    report = search(f"{SPINNING}:spins-on-timeout", max_seconds=1.0, jobs=jobs)
+    assert report.stopped == "seconds"
+    assert not report.failed
+    assert report.worlds >= 2  # the clean world, twice, ended
+    assert report.cut_world is not None
+    assert report.cut_world.startswith(
+        "the search's time budget ran out while a world ran: it was stopped after "
+    )
+    assert "in the handler spins_on_timeout() of job 'charge'" in report.cut_world
+    text = "\n".join(report.lines())
+    assert "(the time budget ran out). What was searched:" in text
+    assert f"  {report.cut_world}; it is not counted" in text
+
+
+def test_a_clean_world_the_budget_stops_is_no_clean_result() -> None:
+    report = search(f"{SPINNING}:spins-in-step", max_seconds=0.1, fresh_process=False)
+    # Its own allowance (0.2 s) is more than the budget: the budget stops it first.
+    assert report.failed
+    assert report.searched_nothing
+    assert report.worlds == 0
+    lines = list(report.lines())
+    assert lines[0].endswith("nothing was searched: the clean world did not end within the budget.")
+    assert "in the handler spins_in_step() of job 'charge'" in lines[1]

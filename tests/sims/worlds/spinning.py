@@ -6,7 +6,19 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from sims import DriveSpec, JobPassContext, JobPassResult, Trace, World, WorldSetup, scenario
+from sims import (
+    DriveSpec,
+    JobPassContext,
+    JobPassResult,
+    Operation,
+    Service,
+    ServiceTimeout,
+    Trace,
+    World,
+    WorldSetup,
+    call_service,
+    scenario,
+)
 
 SCOPE = "scope-1"
 SETUP = WorldSetup(scopes=(SCOPE,), cpu_allowance_s=0.2)
@@ -79,3 +91,29 @@ async def check_spins_world(world: World) -> None:
 @scenario("in-time", setup=SETUP)
 async def in_time_world(world: World) -> None:
     await _drive(world, done)
+
+
+def pong(state: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+async def spins_on_timeout(ctx: JobPassContext) -> JobPassResult:
+    """Clean in the clean world; only a fault on the ping (a timeout) makes it spin."""
+    try:
+        await call_service(ctx, "pinger", "ping", {}, timeout_ms=1_000)
+    except ServiceTimeout:
+        spin()
+    return JobPassResult(done=True)
+
+
+#: No allowance of its own: only a search's time budget stops it.
+@scenario(
+    "spins-on-timeout",
+    setup=WorldSetup(
+        scopes=(SCOPE,),
+        cpu_allowance_s=None,
+        services=(Service("pinger", operations={"ping": Operation(pong)}),),
+    ),
+)
+async def spins_on_timeout_world(world: World) -> None:
+    await _drive(world, spins_on_timeout)
