@@ -21,6 +21,7 @@ from typing import Any, Final
 from driver import parse_iso_ms
 
 from ._history import _NOTE, Builder, Choices, Step, View, _iso, _step
+from ._reference_doc import DOC_NOW, REFUSALS
 
 #: Every boundary rule a move may exercise: its name and what it holds the target to.
 RULES: Final = {
@@ -61,6 +62,8 @@ RULES: Final = {
     "copy-every-column": "a copy of rows with every column set: carried, running ones failed",
     "commit-over-counters": "a commit over counters already stored: the given ones, not merged",
     "due-tie": "runs due at the same time: due order, then id, cut by the limit",
+    "list-instance": "a list filtered by instance over runs of two instances: those only",
+    "door-refusals": "each request of the refusal table below: the same code and paths",
 }
 
 _SHORT_LEASES: Final = (1_002, 1_003, 1_000, 1_001, 100)
@@ -446,7 +449,8 @@ def _record(view: View, id: str, owner: str, name: str, result: Any, error: Any)
 
 def odd_lists(draw: Choices, view: View) -> Iterator[Step]:
     """Operator lists with odd limits (booleans, below one, fractions, past the maximum) over at
-    least four rows, so each limit's clamp shows in how many come back; then a filtered one."""
+    least four rows, so each limit's clamp shows in how many come back; then two filtered ones
+    (by module and status, and by instance)."""
     while len(view.runs()) < 4:
         yield from _new_run(view, **_subject(draw))
         view.now_ms += draw.pick((0, 1))
@@ -457,6 +461,11 @@ def odd_lists(draw: Choices, view: View) -> Iterator[Step]:
     run = draw.pick(view.runs())
     view.exercised["list-filtered"] += 1
     filter = {"module_id": run["module_id"], "status": run["status"]}
+    yield _step("list", _iso(view.now_ms), {"filter": filter})
+    # Each run started here has an instance of its own: one instance is one run of the four.
+    run = draw.pick(view.runs())
+    view.exercised["list-instance"] += 1
+    filter = {"job": run["job"], "instance": run["instance"]}
     yield _step("list", _iso(view.now_ms), {"filter": filter})
 
 
@@ -607,6 +616,27 @@ def due_ties(draw: Choices, view: View) -> Iterator[Step]:
         yield _step("due_keys", _iso(view.now_ms), args)
 
 
+#: The refusals a history makes at the doors: every one of the table but an import's (the kit's
+#: import step exports a scope first, and an import's own refusals are its conflict's), about
+#: half of them per story, so that a default run makes each several times on every seed.
+_DOOR_REFUSALS: Final = tuple(refusal for refusal in REFUSALS if refusal[0] != "import_dump")
+_REFUSALS_PER_STORY: Final = len(_DOOR_REFUSALS)
+
+
+def door_refusals(draw: Choices, view: View) -> Iterator[Step]:
+    """Bad input at the doors, at the history's own time and on its runs: each request of the
+    refusal table (docs/conformance.md), which both stores must refuse alike, by code and paths,
+    writing nothing."""
+    # Where the turn begins moves with the history's state as well as the draw: Hypothesis draws
+    # the same small integers again and again, and the same first twelve would be all it made.
+    first = (draw.number(0, 255) + view.runs_minted * 5 + view.now_ms) % len(_DOOR_REFUSALS)
+    turn = _DOOR_REFUSALS[first:] + _DOOR_REFUSALS[:first]
+    now = _iso(view.now_ms)
+    for op, _what, args, at in turn[:_REFUSALS_PER_STORY]:
+        view.exercised["door-refusals"] += 1
+        yield _step(op, now if at == DOC_NOW else at, args)
+
+
 _CORNERS: Final = (
     odd_lists,
     begin_over_misses,
@@ -614,6 +644,7 @@ _CORNERS: Final = (
     full_imports,
     counters_over_stored,
     due_ties,
+    door_refusals,
 )
 
 

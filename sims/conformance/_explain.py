@@ -52,11 +52,19 @@ def _held_by(run: dict[str, Any], owner: Any) -> str | None:
 
 
 def explain(
-    step: dict[str, Any], tables: dict[str, Any], dumped: dict[str, Any] | None = None
+    step: dict[str, Any],
+    tables: dict[str, Any],
+    dumped: dict[str, Any] | None = None,
+    *,
+    reply: dict[str, Any] | None = None,
 ) -> Explained:
     """The rule that decides ``step`` on ``tables`` (the reference's, before it), and the rows
-    that rule reads; for an import, ``dumped`` is the tables of the scope it exports."""
+    that rule reads; for an import, ``dumped`` is the tables of the scope it exports. Given the
+    reference's ``reply``, a request it refused at its door is explained by that refusal: what
+    the request would have done, had it been valid, is no rule of the step."""
     op, args, now = step["op"], step.get("args") or {}, str(step.get("now"))
+    if reply is not None and reply.get("ok") is False:
+        return _refused(op, reply.get("error") or {})
     try:
         if op == "import_dump":
             restore = {**args, "restore": args.get("dump_of") == step.get("scope")}
@@ -66,6 +74,23 @@ def explain(
     except (KeyError, TypeError, ValueError, AttributeError):
         # Arguments a store must refuse: the rule is the store's door, not a table rule.
         return (f"{op} with these arguments must be refused or answered as the reference did", [])
+
+
+def _refused(op: str, error: dict[str, Any]) -> Explained:
+    """The door's rule (rule door-refusals): the code and the paths are the contract."""
+    code = error.get("code")
+    if "paths" in error:
+        paths = ", ".join(str(path) for path in error.get("paths") or []) or "none"
+        named = f"with the paths {paths}"
+    else:
+        named = "with no paths field"
+    return (
+        f"the reference refused this {op} at its door ({code}, {named}): a store must refuse "
+        f"it with the same code and paths (the message may be its own) and write nothing "
+        f"(rule door-refusals; docs/conformance.md, What a store refuses). The reference "
+        f"said: {error.get('message')}",
+        [],
+    )
 
 
 def _missing(op: str, id: Any, answer: str) -> Explained:
@@ -120,11 +145,20 @@ def _begin(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     left = parse_iso_ms(expiry) - parse_iso_ms(now)
     margin = math.floor(margin_ms)
     verdict = "true" if left > margin else "false"
-    return (
+    text = (
         f"the lease of {owner} runs until {_time(expiry)}, {left} ms after {_time(now)}; BEGIN "
-        f"needs more than floor({margin_ms!r}) = {margin} ms left, so it must return {verdict}",
-        [run],
+        f"needs more than floor({margin_ms!r}) = {margin} ms left, so it must return {verdict}"
     )
+    if left > margin:
+        misses = run.get("admission_misses")
+        text += (
+            f", write lease_began_at {_time(now)} and clear admission_misses (now "
+            f"{json_text(misses) if misses is not None else 'null'}) to null (rule "
+            "begin-clears-misses)"
+        )
+    else:
+        text += " and write nothing"
+    return text, [run]
 
 
 def _miss(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
@@ -158,7 +192,9 @@ def _outcome(args: dict[str, Any], now: str, tables: dict[str, Any], op: str) ->
         return f"{refused}, so the {op} must return false and write nothing{kept}", [run, *steps]
     dropped = f" and drop its {len(steps)} step rows" if op == "commit_pass" else ""
     return (
-        f"{owner} holds run {id}, so the {op} must apply: the patch's columns, the lease "
+        f"{owner} holds run {id}, so the {op} must apply: the patch's columns as given (its "
+        f"counters {args['patch'].get('counters')} written over the stored "
+        f"{run.get('counters')}, never merged: rule commit-over-counters), the lease "
         f"cleared{dropped}",
         [run, *steps],
     )
@@ -192,7 +228,9 @@ def _due(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     ids = ", ".join(run["id"] for run in due[: args["max"]]) or "none"
     return (
         f"a running run is due when its next_attempt_at is null or at or before {_time(bound)} "
-        f"(at it exactly counts), in due order, at most {args['max']}: {ids}",
+        f"(at it exactly counts: rule due-at-next-attempt), in due order (next_attempt_at, or "
+        f"started_at when it is null), a tie by id, lowest first (rule due-tie), at most "
+        f"{args['max']}: {ids}",
         running,
     )
 

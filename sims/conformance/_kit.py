@@ -293,7 +293,9 @@ class _Lockstep:
             dumped = (
                 before.get(step["args"].get("dump_of"), _NO_TABLES) if op == "import_dump" else None
             )
-            rule, rows = explain(step, before.get(step["scope"], _NO_TABLES), dumped)
+            rule, rows = explain(
+                step, before.get(step["scope"], _NO_TABLES), dumped, reply=answers[0]
+            )
             return Difference(
                 number,
                 op,

@@ -24,7 +24,9 @@ BEGIN_MARK: Final = (
 )
 END_MARK: Final = "<!-- end of the generated part -->"
 
-_NOW: Final = "2026-10-04T12:00:00.000Z"
+#: The store time of every request of the table (a refusal of a bad time names its own).
+DOC_NOW: Final = "2026-10-04T12:00:00.000Z"
+_NOW: Final = DOC_NOW
 _KEY: Final = {"module_id": "m1", "job": "walk", "instance": "default"}
 _ROW: Final = {
     "id": "r01", **_KEY, "payload": "{}", "subject_id": None, "status": "running",
@@ -201,7 +203,9 @@ def generated_reference() -> str:
     out.append(
         "Each statement is `scopehost._sql`'s, character for character; the workerd worker "
         "runs the same text. An adapter binds the parameters in the order the statement names "
-        "them."
+        "them. The DDL's comment that the counters are \"merged on each commit\" speaks of the "
+        "driver, which merges a pass's counts before it commits: the store writes the counters "
+        "it is given, never merging (rule commit-over-counters)."
     )
     for name in sorted(name for name in dir(_sql) if name.startswith("JOB_")):
         out += ["", f"`{name}`:", "", "```sql", getattr(_sql, name).strip("\n"), "```"]
