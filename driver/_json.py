@@ -23,6 +23,14 @@ from ._errors import FieldError, ValidationFailed
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 
 _REMEDY = "a run carries ids and configuration, never bytes, class instances or functions"
+#: What to pass instead, for the values JSON has no form of but an obvious neighbour.
+_INSTEAD: Final = {
+    "set": "pass a list",
+    "frozenset": "pass a list",
+    "tuple": "pass a list",
+    "bytes": "pass an id that finds the bytes, or text",
+    "bytearray": "pass an id that finds the bytes, or text",
+}
 
 
 #: Built once (as ``_DECODER`` below): ``json.dumps`` with any keyword builds an encoder per call.
@@ -329,7 +337,12 @@ def _check(
         return
     if type(value) is float:
         if not math.isfinite(value):
-            errors.append(FieldError(path, f"is {value!r}, which JSON cannot carry — {_REMEDY}"))
+            errors.append(
+                FieldError(
+                    path,
+                    f"is {value!r}, which JSON cannot carry — pass None, or the number as a str",
+                )
+            )
         return
     if type(value) is list or type(value) is dict or (step_result and type(value) is tuple):
         if depth >= JOB_JSON_MAX_DEPTH:
@@ -375,7 +388,9 @@ def _check(
         return
     if step_result and type(value).__module__ == "datetime" and hasattr(value, "isoformat"):
         return
-    errors.append(FieldError(path, f"{_describe(value)} — {_REMEDY}"))
+    instead = _INSTEAD.get(type(value).__name__) if type(value).__module__ == "builtins" else None
+    remedy = _REMEDY if instead is None else f"{instead}; {_REMEDY}"
+    errors.append(FieldError(path, f"{_describe(value)} — {remedy}"))
 
 
 def assert_queue_safe(value: object, path: str = "payload") -> None:

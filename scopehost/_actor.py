@@ -18,6 +18,7 @@ actor on the same database.
 
 from __future__ import annotations
 
+import sqlite3
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +30,7 @@ from ._clock import Clock
 from ._database import ScopeDatabase
 from ._errors import (
     HostClosed,
+    ScopeDiskFailed,
     ScopeEvicted,
     ScopeFileChanged,
     ScopeHostError,
@@ -39,6 +41,9 @@ from ._gate import OutputGate, ScopeFiles, runs_on_the_wall_clock
 from ._heavy import PAUSED_COLLECTION, is_heavy
 from ._link import LinkOutcome
 from ._watch import FileWatch, changed_file_message
+
+#: SQLite's primary result codes of a file that failed: SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_FULL.
+_DISK_FAILURES = frozenset({10, 11, 13})
 
 #: Closes a scope's database; with the scope's ``FileWatch`` when its file was written behind it.
 CloseDatabase = Callable[[ScopeDatabase, FileWatch | None], None]
@@ -96,6 +101,8 @@ class ScopeActor:
         #: them written behind it (the actor then serves nothing more).
         self._watch: FileWatch | None = None
         self._changed = False
+        #: What SQLite said when the scope's file failed under an operation (``_disk_checked``).
+        self._disk_failed: str | None = None
         #: Heavy operations go to a worker thread (only under the wall clock; see ``_heavy``).
         self._offload = runs_on_the_wall_clock()
         self._on_idle = on_idle
@@ -248,7 +255,8 @@ class ScopeActor:
         if refusal is not None:
             self._refuse(message, refusal)
             return
-        self._settle(database, message, self._execute(database, message, self._clock.now()))
+        outcome = self._execute(database, message, self._clock.now())
+        self._settle(database, message, self._disk_checked(message, outcome))
 
     async def _serve_offloaded(self, database: ScopeDatabase, message: Message) -> None:
         """Serve a heavy message in a worker thread; the actor waits for it (one at a time), the
@@ -264,7 +272,7 @@ class ScopeActor:
                 outcome = await trio.to_thread.run_sync(self._execute, database, message, now)
         finally:
             self._in_operation = False
-        self._settle(database, message, outcome)
+        self._settle(database, message, self._disk_checked(message, outcome))
 
     def _refusal(self, message: Message) -> ScopeHostError | None:
         """Why ``message`` may not run now, if it may not."""
@@ -273,6 +281,13 @@ class ScopeActor:
         files = self._files
         if files is not None and files.failed is not None:
             return self._sync_failed_error(message, files.failed)
+        if self._disk_failed is not None:
+            return ScopeDiskFailed(
+                f"{message.operation} on scope {self.scope_id!r} did not run: its file "
+                f"{self._file_path} failed under an earlier operation ({self._disk_failed}); "
+                f"once the disk is sound, call evict({self.scope_id!r}) on the scope host (the "
+                "next call reopens the file)"
+            )
         if self._changed:
             assert self._file_path is not None
             return ScopeFileChanged(
@@ -348,6 +363,27 @@ class ScopeActor:
             f"{message.operation} on scope {self.scope_id!r} did not run: "
             "the scope host closed first"
         )
+
+    def _disk_checked(self, message: Message, outcome: LinkOutcome) -> LinkOutcome:
+        """``outcome``, or, when SQLite said the file failed under it (an I/O error, a full disk,
+        a corrupt page: never a refusal of the operation's own), the error that says so, names
+        the file and the remedy; the scope then serves nothing until it is evicted."""
+        error = outcome.error
+        code = getattr(error, "sqlite_errorcode", None)
+        if not isinstance(error, sqlite3.DatabaseError) or code is None:
+            return outcome
+        if code & 0xFF not in _DISK_FAILURES:
+            return outcome
+        self._disk_failed = f"{type(error).__name__}: {error}"
+        failed = ScopeDiskFailed(
+            f"{message.operation} on scope {self.scope_id!r}: SQLite reported that its file "
+            f"{self._file_path or '(in memory)'} failed ({self._disk_failed}), so whether the "
+            "operation was written is not known; the scope serves no further call until the "
+            f"disk is sound and you call evict({self.scope_id!r}) on the scope host (the next "
+            "call reopens the file)"
+        )
+        failed.__cause__ = error
+        return LinkOutcome(None, failed, outcome.executed_at)
 
     def _sync_failed_error(self, message: Message, error: OSError) -> ScopeSyncFailed:
         return ScopeSyncFailed(

@@ -223,7 +223,8 @@ def _count_problem(value: object, *, nullable: bool) -> str | None:
     if value is None and nullable:
         return None
     if type(value) is not int or value < 0:
-        return "is not a whole number of 0 or more" + (" or NULL" if nullable else "")
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        return f"is {shown}, not a whole number of 0 or more" + (" or NULL" if nullable else "")
     if value > SQLITE_INT_MAX:
         return f"is more than {SQLITE_INT_MAX}, the largest integer SQLite holds"
     return None

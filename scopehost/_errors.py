@@ -72,6 +72,13 @@ class ScopeFileChanged(ScopeUnavailable):
     is then checked before it serves."""
 
 
+class ScopeDiskFailed(ScopeHostError):
+    """SQLite reported that the scope's file failed under an operation (an I/O error, a full
+    disk, a corrupt page): whether that operation was written is not known, and the scope serves
+    no further call (they did not run) until ``ScopeHost.evict`` says the disk is sound; the next
+    call then reopens the file."""
+
+
 class UnsyncedWrite(ScopeHostError):
     """The operation committed, but the output gate could not make it durable (the sync failed,
     or the host closed first): it may or may not survive a power cut."""

@@ -169,13 +169,13 @@ class OutputGate:
         show is unsynced, or hold it until a sync covers its scope's changes."""
         if files.failed is not None:
             # Ran before its actor heard of the failure: whatever it showed may not be durable.
-            message.settle(_unsynced(message, outcome, files.failed))
+            message.settle(_unsynced(files, message, outcome, files.failed))
             return
         if self.closed:
             # Ran as the host closed (a heavy operation's thread returned late): no batch will
             # sync it, and a reply held for one would wait for ever.
             unsynced = files.unsynced or files.held
-            message.settle(_unsynced(message, outcome, None) if unsynced else outcome)
+            message.settle(_unsynced(files, message, outcome, None) if unsynced else outcome)
             return
         if not self.threaded:
             if files.unsynced:
@@ -183,7 +183,7 @@ class OutputGate:
                     files.sync()
                 except OSError as error:
                     self.taint(files, error)
-                    message.settle(_unsynced(message, outcome, error))
+                    message.settle(_unsynced(files, message, outcome, error))
                     return
                 files.synced = files.changes
                 self.file_syncs += 1
@@ -227,7 +227,9 @@ class OutputGate:
                 for files, message, outcome in batch.replies:
                     files.held -= 1
                     error = files.failed
-                    message.settle(outcome if error is None else _unsynced(message, outcome, error))
+                    message.settle(
+                        outcome if error is None else _unsynced(files, message, outcome, error)
+                    )
         finally:
             # The host is closing: nobody may wait for a sync that will never run, and nobody
             # may be told a write is durable that no sync covered.
@@ -239,7 +241,7 @@ class OutputGate:
                     continue
                 for files, message, outcome in unsynced.replies:
                     files.held -= 1
-                    message.settle(_unsynced(message, outcome, None))
+                    message.settle(_unsynced(files, message, outcome, None))
                 unsynced.replies.clear()
 
     async def _sync_all(self, scopes: list[ScopeFiles]) -> dict[ScopeFiles, OSError]:
@@ -258,17 +260,27 @@ class OutputGate:
         return await trio.to_thread.run_sync(_sync_each, scopes, self._pool)
 
 
-def _unsynced(message: Message, outcome: LinkOutcome, error: OSError | None) -> LinkOutcome:
+def _unsynced(
+    files: ScopeFiles, message: Message, outcome: LinkOutcome, error: OSError | None
+) -> LinkOutcome:
     """The reply of a write that committed but is not known to be durable: an error, since the
-    caller must not act as if it were (it may or may not survive a power cut)."""
-    why = (
-        "the scope host closed before it was synced"
-        if error is None
-        else f"the scope file could not be synced ({type(error).__name__}: {error})"
-    )
+    caller must not act as if it were (it may or may not survive a power cut). It names the file
+    and what to do: read the write back once the scope is sound, rather than assume either way."""
+    if error is None:
+        why = "the scope host closed before it was synced"
+        then = "read it back once a host has the scope open again"
+    else:
+        why = f"the scope file could not be synced ({type(error).__name__}: {error})"
+        then = (
+            "the scope serves nothing more until the disk is sound and evict() reopens and "
+            "checks it; then read the write back"
+        )
     return LinkOutcome(
         None,
-        UnsyncedWrite(f"{message.operation} committed, but {why}; it may be lost in a power cut"),
+        UnsyncedWrite(
+            f"{message.operation} committed, but {why}; it may be lost in a power cut "
+            f"(file {files.database}): {then}"
+        ),
         outcome.executed_at,
     )
 

@@ -218,15 +218,22 @@ def cyclic() -> dict[str, Any]:
 
 
 REMEDY = "a run carries ids and configuration, never bytes, class instances or functions"
+BYTES = "pass an id that finds the bytes, or text"
 
 
 @pytest.mark.parametrize(
     ("payload", "message"),
     [
-        ({"source": {"bytes": b"x"}}, f"payload.source.bytes is bytes — {REMEDY}"),
-        ({"ratio": float("nan")}, f"payload.ratio is nan, which JSON cannot carry — {REMEDY}"),
-        ([1, {"ids": {1, 2}}], f"payload.1.ids is set — {REMEDY}"),
-        ({"pair": (1, 2)}, f"payload.pair is tuple — {REMEDY}"),
+        (
+            {"source": {"bytes": b"x"}},
+            f"payload.source.bytes is bytes — {BYTES}; {REMEDY}",
+        ),
+        (
+            {"ratio": float("nan")},
+            "payload.ratio is nan, which JSON cannot carry — pass None, or the number as a str",
+        ),
+        ([1, {"ids": {1, 2}}], f"payload.1.ids is set — pass a list; {REMEDY}"),
+        ({"pair": (1, 2)}, f"payload.pair is tuple — pass a list; {REMEDY}"),
         (
             {"at": dt.datetime(2026, 1, 1)},
             f"payload.at is an instance of datetime.datetime — {REMEDY}",
@@ -287,9 +294,9 @@ async def test_an_omitted_cursor_keeps_the_committed_one(
             attempted=1,
             advanced=3,
             retrying=1,
-            errors=(JobDriveError(run.id, f"cursor.bad is bytes — {REMEDY}"),),
+            errors=(JobDriveError(run.id, f"cursor.bad is bytes — {BYTES}; {REMEDY}"),),
         )
-        assert run.last_error == f"cursor.bad is bytes — {REMEDY}"
+        assert run.last_error == f"cursor.bad is bytes — {BYTES}; {REMEDY}"
         assert await one.run_due_jobs(SCOPE) == JobDriveReport(attempted=1, completed=1)
         assert seen == [None, {"page": "t2"}, {"page": "t2"}, {"page": "t2"}, {"page": "t2"}]
         [run] = await one.job_runs(SCOPE)

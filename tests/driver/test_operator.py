@@ -128,7 +128,9 @@ def test_a_datetime_step_value_reads_as_the_same_iso_text_every_time() -> None:
     )
     with pytest.raises(ValueError, match=r"^result is nan, which JSON cannot carry — "):
         step_result_json(float("nan"))
-    with pytest.raises(ValueError, match=r"^result is set — a run carries ids and configuration"):
+    with pytest.raises(
+        ValueError, match=r"^result is set — pass a list; a run carries ids and configuration"
+    ):
         step_result_json({1})
 
 

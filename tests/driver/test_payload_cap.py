@@ -74,8 +74,7 @@ async def test_nested_items_are_read_only_about_a_caps_worth(
     assert refusal(caught) == [
         (
             "payload.2.5",
-            "is nan, which JSON cannot carry — a run carries ids and configuration, never bytes, "
-            "class instances or functions",
+            "is nan, which JSON cannot carry — pass None, or the number as a str",
         ),
         ("payload", over_cap("payload.494")),
     ]

@@ -216,7 +216,7 @@ _RUN_1 = "(run 'run-1')"
             {0: {"attempts": -1}},
             {},
             "dump.runs.0.attempts",
-            f"is not a whole number of 0 or more {_RUN_1}",
+            f"is -1, not a whole number of 0 or more {_RUN_1}",
         ),
         ({0: {"payload": None}}, {}, "dump.runs.0.payload", f"is not text {_RUN_1}"),
         (

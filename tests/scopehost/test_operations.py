@@ -87,7 +87,8 @@ def test_data_that_is_not_queue_safe_is_refused_and_nothing_is_recorded() -> Non
     with pytest.raises(
         ValidationFailed,
         match=(
-            r"^args\.data\.blob is bytes — a run carries ids and configuration, "
+            r"^args\.data\.blob is bytes — pass an id that finds the bytes, or text; a run "
+            r"carries ids and configuration, "
             r"never bytes, class instances or functions$"
         ),
     ):

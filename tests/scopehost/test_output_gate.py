@@ -12,6 +12,7 @@ same test finds writes lost, which shows that it can tell.
 from __future__ import annotations
 
 import random
+import re
 import sqlite3
 import threading
 from pathlib import Path
@@ -252,7 +253,12 @@ async def test_a_failed_sync_is_an_error_and_never_a_durable_reply(
         with pytest.raises(
             UnsyncedWrite,
             match=r"^invoke committed, but the scope file could not be synced \(OSError: "
-            r"\[Errno 5\] Input/output error\); it may be lost in a power cut$",
+            r"\[Errno 5\] Input/output error\); it may be lost in a power cut "
+            + re.escape(
+                f"(file {tmp_path / 's1.sqlite3'}): the scope serves nothing more until the disk "
+                "is sound and evict() reopens and checks it; then read the write back"
+            )
+            + "$",
         ):
             await host.stub("s1").invoke("record", {"kind": "k"})
 
