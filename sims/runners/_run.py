@@ -239,8 +239,11 @@ async def _main(
     )
     upstream = Upstream(setup.objects, _failing_calls(setup.plan))
 
+    # A plan given in place of the scenario's own was not what its author chose the horizon for:
+    # the world runs as much longer as that plan's faults can hold it up.
+    stretch_ms = setup.plan.hold_up_ms() if meta.get("plan_overridden") else 0.0
     with marks_of(trace):
-        return await _hosted(seed, setup, drive, settles, trace, checker, upstream)
+        return await _hosted(seed, setup, drive, settles, trace, checker, upstream, stretch_ms)
 
 
 async def _hosted(
@@ -251,6 +254,7 @@ async def _hosted(
     trace: Trace,
     checker: TraceChecker,
     upstream: Upstream,
+    stretch_ms: float,
 ) -> WorldOutcome:
     async with open_scope_host(
         setup.directory,
@@ -278,6 +282,7 @@ async def _hosted(
                 scope_names=setup.scopes,
                 record_returns=setup.record_returns,
                 services=setup.services,
+                stretch_ms=stretch_ms,
             )
             world.schedule_faults()
             token = CURRENT_WORLD.set(world)

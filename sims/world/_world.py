@@ -367,6 +367,7 @@ class World:
         scope_names: tuple[str, ...] = ("scope-1",),
         record_returns: bool = False,
         services: tuple[Service, ...] = (),
+        stretch_ms: float = 0.0,
     ) -> None:
         self.seed = seed
         #: Whether the drives trace what each ``step()`` handed back (``hx.got``, format 4).
@@ -374,8 +375,9 @@ class World:
         self.host = host
         self.trace = trace
         self.plan = plan
-        #: How much longer than its scenario says the world ticks and settles under its plan.
-        self.stretch_ms = plan.hold_up_ms()
+        #: How much longer than its scenario says the world ticks and settles: what a plan given
+        #: in place of the scenario's own can hold it up (``FaultPlan.hold_up_ms``), else 0.
+        self.stretch_ms = stretch_ms
         self.nursery = nursery
         self.lease_ms = lease_ms
         self.margin_ms = lease_ms * JOB_LEASE_ENTRY_MARGIN
