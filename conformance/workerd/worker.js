@@ -163,9 +163,16 @@ function sizeProblems(row, caps) {
     .filter(([, problem]) => problem !== null);
 }
 
+// 2^63, the first integer past the largest SQLite holds (2^63 - 1), as a double holds it: a
+// count at or past it would not bind, and is refused (a double rounds 2^63 - 1 up to it).
+const SQLITE_INT_PAST = 2 ** 63;
+
 function checkWhole(value, path, minimum) {
   if (!Number.isInteger(value) || value < minimum) {
     throw new Refusal(path, `must be a whole number of at least ${minimum}`);
+  }
+  if (value >= SQLITE_INT_PAST) {
+    throw new Refusal(path, "is more than 9223372036854775807, the largest integer SQLite holds");
   }
 }
 
@@ -600,9 +607,21 @@ const OPERATIONS = {
     }
     for (const column of ["payload", "cursor", "counters"]) checkJson(row[column], `row.${column}`);
     for (const [column, cap] of RUN_CAPS) checkSize(row[column], cap, `row.${column}`);
+    // What a live run may hold besides its text, in the reference's order (_check_start_row).
+    checkWhole(row.attempts, "row.attempts", 0);
+    if (row.admission_misses !== null) checkWhole(row.admission_misses, "row.admission_misses", 0);
+    if (row.ended_at !== null) {
+      throw new Refusal("row.ended_at", "must be null: start_or_join inserts a live run, which has not ended");
+    }
     checkWrittenTime(row.started_at, "row.started_at", nowMs, false);
     checkWrittenTime(row.updated_at, "row.updated_at", nowMs, false);
     checkWrittenTime(row.next_attempt_at, "row.next_attempt_at", nowMs, true);
+    checkWrittenTime(row.lease_began_at, "row.lease_began_at", nowMs, true);
+    // A leased row's next_attempt_at is its lease's expiry: no claim writes one past a year.
+    if (row.lease_owner !== null && row.next_attempt_at !== null &&
+        parseIso(row.next_attempt_at) - nowMs > JOB_LEASE_MAX_MS) {
+      throw new Refusal("row.next_attempt_at", `is a lease ending more than ${JOB_LEASE_MAX_MS} ms past now`);
+    }
     return this.tx(() => {
       const live = this.sql.exec(JOB_RUN_LIVE_SQL, key.module_id, key.job, key.instance).toArray();
       if (live.length > 0) return rowOf(live[0]);
@@ -647,6 +666,9 @@ const OPERATIONS = {
     if (typeof margin_ms !== "number" || !Number.isFinite(margin_ms) || margin_ms < 0) {
       throw new Refusal("margin_ms", "must be a finite number of milliseconds, 0 or more");
     }
+    if (margin_ms > JOB_LEASE_MAX_MS) {
+      throw new Refusal("margin_ms", `must be at most ${JOB_LEASE_MAX_MS} (a year): no lease outlasts it`);
+    }
     const threshold = isoFromMs(nowMs + Math.floor(margin_ms));
     return this.tx(() => {
       this.sql.exec(JOB_RUN_BEGIN_SQL, now, id, owner, threshold);
@@ -682,6 +704,10 @@ const OPERATIONS = {
     const limit = filter.limit ?? null;
     if (limit !== null && typeof limit !== "number" && typeof limit !== "boolean") {
       throw new Refusal("filter.limit", "must be a number, or null for the default");
+    }
+    // JSON has no Infinity: a limit that parses as one was an integer past every double.
+    if (limit === Infinity || limit === -Infinity) {
+      throw new Refusal("filter.limit", "is past any number JSON carries");
     }
     const clauses = [];
     const params = [];

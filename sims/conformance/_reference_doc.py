@@ -203,7 +203,7 @@ def generated_reference() -> str:
     out.append(
         "Each statement is `scopehost._sql`'s, character for character; the workerd worker "
         "runs the same text. An adapter binds the parameters in the order the statement names "
-        "them. The DDL's comment that the counters are \"merged on each commit\" speaks of the "
+        'them. The DDL\'s comment that the counters are "merged on each commit" speaks of the '
         "driver, which merges a pass's counts before it commits: the store writes the counters "
         "it is given, never merging (rule commit-over-counters)."
     )
