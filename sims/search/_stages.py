@@ -213,8 +213,8 @@ def _strikes_a_service(plan: FaultPlan) -> bool:
     )
 
 
-#: The faults a second one aims at a scope call, in the order tried: a crash right after it (the
-#: pass fails on that drive), its reply held until each of the events, the scope evicted.
+#: The events a second fault holds a scope call's reply until, in the order tried (after the
+#: crashes, before the eviction: see ``_aimed_at``).
 _SECOND_UNTIL: tuple[Until, ...] = ("takeover", "effect", "commit", "tick", "step")
 
 
