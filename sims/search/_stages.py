@@ -93,15 +93,7 @@ def _service_call_plans(shape: WorldShape) -> Iterator[FaultPlan]:
         for doubt in _answers_in_doubt(shape, call):
             yield FaultPlan((doubt,))
         if len(shape.drives) > 1:
-            held = HoldLeg(
-                drive=drive,
-                operation=op,
-                nth=nth,
-                leg="reply",
-                until="effect",
-                max_ms=shape.lease_ms * 10.0,
-            )
-            yield FaultPlan((held,))
+            yield FaultPlan((_held_reply(shape, drive, op, nth, "effect"),))
         yield FaultPlan((CrashAfter(drive=drive, operation=op, nth=nth),))
 
 
@@ -150,22 +142,18 @@ def _single_event_plans(shape: WorldShape) -> Iterator[FaultPlan]:
         for until in ("effect", "commit", "takeover", "step", "tick"):
             assert until in UNTIL_EVENTS
             for drive, op, nth in calls:
-                yield FaultPlan(
-                    (
-                        HoldLeg(
-                            drive=drive,
-                            operation=op,
-                            nth=nth,
-                            leg="reply",
-                            until=until,
-                            max_ms=shape.lease_ms * 10.0,
-                        ),
-                    )
-                )
+                yield FaultPlan((_held_reply(shape, drive, op, nth, until),))
     for drive, op, nth in calls:
         yield FaultPlan((CrashAfter(drive=drive, operation=op, nth=nth),))
     for drive, op, nth in calls:
         yield FaultPlan((EvictAfter(drive=drive, operation=op, nth=nth),))
+
+
+def _held_reply(shape: WorldShape, drive: str, op: str, nth: int, until: Until) -> HoldLeg:
+    """The reply of a call held until another drive does ``until``, ten leases at the most."""
+    return HoldLeg(
+        drive=drive, operation=op, nth=nth, leg="reply", until=until, max_ms=shape.lease_ms * 10.0
+    )
 
 
 def _spread(plans: list[FaultPlan], share: int) -> list[FaultPlan]:
@@ -317,13 +305,6 @@ def _aimed_at(shape: WorldShape, change: _Moved, *, made: CallsMade) -> Iterator
         yield CrashAfter(drive=drive, operation=op, nth=nth, down_ms=away)
     for until in _SECOND_UNTIL:
         for drive, op, nth in scope:
-            yield HoldLeg(
-                drive=drive,
-                operation=op,
-                nth=nth,
-                leg="reply",
-                until=until,
-                max_ms=shape.lease_ms * 10.0,
-            )
+            yield _held_reply(shape, drive, op, nth, until)
     for drive, op, nth in scope:
         yield EvictAfter(drive=drive, operation=op, nth=nth)
