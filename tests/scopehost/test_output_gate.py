@@ -16,42 +16,16 @@ import re
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
 
-import attrs
 import pytest
 import trio
 import trio.testing
 
 import scopehost._gate
 from driver import JobRunFilter
-from scopehost import ScopeDatabase, StoreClock, UnsyncedWrite, open_scope_host
+from scopehost import StoreClock, UnsyncedWrite, open_scope_host
 
-
-@attrs.define
-class DiskLog:
-    """What happened, in order: commits (with a copy of the files), syncs, and replies."""
-
-    events: list[tuple[Any, ...]] = attrs.Factory(list)
-    lock: threading.Lock = attrs.Factory(threading.Lock)
-
-    def note(self, *event: Any) -> None:
-        with self.lock:  # a sync notes itself from the worker thread
-            self.events.append(event)
-
-
-def copying_database(log: DiskLog) -> type[ScopeDatabase]:
-    class Copying(ScopeDatabase):
-        """Copies the scope's file and its log at every commit point."""
-
-        def invoke(self, operation: str, args: Any, *, now: str) -> Any:
-            result = super().invoke(operation, args, now=now)
-            path = Path(self.connection.execute("PRAGMA database_list").fetchone()[2])
-            wal = path.with_name(path.name + "-wal")
-            log.note("commit", self.scope_id, path.read_bytes(), wal.read_bytes())
-            return result
-
-    return Copying
+from .linux_disk import DiskLog, copying_database
 
 
 def noting_syncs(log: DiskLog, monkeypatch: pytest.MonkeyPatch) -> None:
