@@ -22,15 +22,12 @@ from driver import (
 )
 from scopehost import StoreClock, open_scope_host
 
+from ..refusals import refusal
 from .support import JOB, MODULE, SCOPE, Trace, drive, start
 
 
 async def idle(ctx: JobPassContext) -> None:
     return None
-
-
-def refusal(caught: pytest.ExceptionInfo[ValidationFailed]) -> list[tuple[str, str]]:
-    return [(error.path, error.message) for error in caught.value.errors]
 
 
 # -- registration, starts and reads -------------------------------------------------------------

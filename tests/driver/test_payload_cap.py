@@ -17,6 +17,7 @@ from driver import JOB_PAYLOAD_MAX_BYTES, ValidationFailed
 from driver._json import SizeCap, dumps, queue_safety_errors
 from scopehost import StoreClock, open_scope_host
 
+from ..refusals import refusal
 from .support import SCOPE, Trace, drive, start
 
 
@@ -26,10 +27,6 @@ def over_cap(where: str) -> str:
         f"JSON is past them by {where}, where reading stopped (a row holds at most about 2 MB) — "
         "keep large data outside the run and store a reference to it"
     )
-
-
-def refusal(caught: pytest.ExceptionInfo[ValidationFailed]) -> list[tuple[str, str]]:
-    return [(error.path, error.message) for error in caught.value.errors]
 
 
 @pytest.fixture

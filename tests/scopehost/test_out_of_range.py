@@ -23,6 +23,7 @@ from driver import (
 )
 from scopehost import JobRunDump, Link, LinkCall, StoreClock, open_scope_host
 
+from ..refusals import refusal
 from .store_support import (
     LEASE_MS,
     T0,
@@ -52,10 +53,6 @@ def long_lease(ms: int) -> str:
         "lease) past the store's now; no claim writes that lease — write an expiry within a year "
         "of now, or leave lease_owner None"
     )
-
-
-def refusal(caught: pytest.ExceptionInfo[ValidationFailed]) -> list[tuple[str, str]]:
-    return [(error.path, error.message) for error in caught.value.errors]
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from driver import (
 )
 from scopehost import JobRunDump
 
+from ..refusals import refusal
 from .store_support import (
     LEASE_MS,
     T0,
@@ -58,10 +59,6 @@ def too_big(cap: int, what: str, size: int | None = None) -> str:
         "may take (a row holds at most about 2 MB) — keep large data outside the run and store a "
         "reference to it"
     )
-
-
-def refusal(caught: pytest.ExceptionInfo[ValidationFailed]) -> list[tuple[str, str]]:
-    return [(e.path, e.message) for e in caught.value.errors]
 
 
 @pytest.mark.parametrize(
