@@ -136,3 +136,17 @@ class Trace:
     def read(cls, path: str | Path) -> Trace:
         with Path(path).open(encoding="utf-8") as handle:
             return cls.from_lines(handle)
+
+
+def calls_by_drive(trace: Trace) -> dict[tuple[str, str], int] | None:
+    """How many calls of each (drive, operation) the world's drives made: scope calls
+    (``rpc.send``) and service calls (``svc.send``, as "SERVICE.OPERATION"), as a plan counts
+    them. None when the trace kept no events (only their counts): it could say nothing true."""
+    if not trace.events:
+        return None
+    made: dict[tuple[str, str], int] = {}
+    for event in trace.of("rpc.send", "svc.send"):
+        drive = event["link"] if event["ev"] == "rpc.send" else event["drive"]
+        key = (str(drive), str(event["op"]))
+        made[key] = made.get(key, 0) + 1
+    return made

@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from .._numbers import plural
 from .._seeds import parse_seed, parse_seeds
-from .._trace import Trace
+from .._trace import Trace, calls_by_drive
 from ..faults._check import unfired_line
 from ..faults._plan import FaultPlan, plan_from_text
 from ..mutants._catalog import MUTANTS
@@ -255,7 +255,8 @@ def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> No
     for mismatch in simulation.mismatches:
         print(f"  NOT AS DOCUMENTED: {mismatch}")
     unfired = simulation.outcome.unfired
-    told = unfired_line(unfired, given=simulation.plan is not None)
+    made = calls_by_drive(simulation.outcome.trace)
+    told = unfired_line(unfired, given=simulation.plan is not None, made=made)
     if unfired and told not in simulation.mismatches:
         print(f"  {told}")
     if simulation.plan is not None:

@@ -248,14 +248,36 @@ def _duration(value: object, name: str) -> str | None:
     return None
 
 
-def unfired_line(unfired: tuple[Fault, ...], *, given: bool = False) -> str:
+def unfired_line(
+    unfired: tuple[Fault, ...],
+    *,
+    given: bool = False,
+    made: Mapping[tuple[str, str], int] | None = None,
+) -> str:
     """``1 fault never fired: DelayLeg(...)`` — what a verdict says about them (``given``: of a
-    plan given in place of the scenario's own, which says what the world was to test)."""
+    plan given in place of the scenario's own, which says what the world was to test). Given
+    ``made``, how many calls of each (drive, operation) the world's drives made, a fault aimed at
+    a call says which drives made that operation, and how often: the fix is usually the ``nth``
+    or the drive."""
     count = len(unfired)
-    faults = "; ".join(repr(fault) for fault in unfired)
+    faults = "; ".join(repr(fault) + _who_made(fault, made) for fault in unfired)
     if given:
         return (
             f"{count} fault{'' if count == 1 else 's'} of the given plan never fired, so the "
             f"world did not test {'it' if count == 1 else 'them'}: {faults}"
         )
     return f"{count} fault{'' if count == 1 else 's'} never fired: {faults}"
+
+
+def _who_made(fault: Fault, made: Mapping[tuple[str, str], int] | None) -> str:
+    """`` (cron made 1 begin call; alarm made 2)``: who made the operation a call fault aims
+    at, its own drive first; empty for a fault that aims at no call, or with no count."""
+    operation, drive = getattr(fault, "operation", None), getattr(fault, "drive", None)
+    if made is None or operation is None or drive is None:
+        return ""
+    counts = {d: n for (d, op), n in made.items() if op == operation and n and d != drive}
+    own = made.get((drive, operation), 0)
+    calls = "call" if own == 1 else "calls"
+    told = [f"{drive} made {own or 'no'} {operation} {calls}"]
+    told += [f"{other} made {n}" for other, n in sorted(counts.items())]
+    return f" ({'; '.join(told)})"

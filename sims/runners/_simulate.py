@@ -13,7 +13,7 @@ from scopehost import DatabaseFactory
 
 from .._numbers import ms
 from .._seeds import require_seed
-from .._trace import Trace
+from .._trace import Trace, calls_by_drive
 from ..faults._check import PlanError, unfired_line
 from ..faults._plan import FaultPlan
 from ..mutants._catalog import MUTANTS
@@ -131,7 +131,11 @@ def simulate(
         with _users_code(found, seed):
             mismatches = returned_lines("expect", found.expect, found.expect(simulation))
     if found.faults_must_fire and outcome.unfired:
-        mismatches.append(unfired_line(outcome.unfired, given=plan is not None))
+        mismatches.append(
+            unfired_line(
+                outcome.unfired, given=plan is not None, made=calls_by_drive(outcome.trace)
+            )
+        )
     return attrs.evolve(simulation, mismatches=tuple(mismatches))
 
 

@@ -162,7 +162,7 @@ def test_a_given_plan_whose_fault_never_fires_fails_the_test() -> None:
     assert lines[0].startswith("examples/double_charge.py:double-charge, seed 0: 0 violations")
     assert lines[1] == (
         "  NOT AS DOCUMENTED: 1 fault of the given plan never fired, so the world did not test "
-        f"it: {NEVER.faults[0]!r}"
+        f"it: {NEVER.faults[0]!r} (cron made 1 begin call)"
     )
     # A world that declares its faults may miss (its plans are drawn) lets the test pass.
     assert check_worlds("random", [1], plan=NEVER) == 1
@@ -190,7 +190,8 @@ def test_the_pytest_fixture_fails_a_test_whose_given_fault_never_fires(
         [
             "*WorldFailed: *double-charge, seed 0: 0 violations, 1 mismatch*",
             "*1 fault of the given plan never fired, so the world did not test it: "
-            "DelayLeg(drive='cron', operation='begin', nth=99, leg='reply', ms=5000.0)",
+            "DelayLeg(drive='cron', operation='begin', nth=99, leg='reply', ms=5000.0) "
+            "(cron made 1 begin call)",
         ]
     )
 

@@ -270,9 +270,20 @@ def test_faults_that_never_fired_are_named_and_the_rest_are_not() -> None:
     assert sim.report.ok
     # A plan given in place of the scenario's own says what the world is to test: a fault of it
     # that never fired fails the world, as one of the scenario's own plan does.
+    # Each fault aimed at a call says who made that operation, and how often: the fix is
+    # usually its nth or its drive.
+    who = (
+        " (cron made 1 begin call; alarm made 1)",
+        " (alarm made 1 commit_pass call)",
+        " (cron made no miss calls)",
+        "",
+        "",
+        "",
+        "",
+    )
     assert sim.mismatches == (
         f"7 faults of the given plan never fired, so the world did not test them: "
-        f"{'; '.join(repr(fault) for fault in misses)}",
+        f"{'; '.join(repr(fault) + told for fault, told in zip(misses, who, strict=True))}",
     )
     assert not sim.ok
     told = [e for e in sim.outcome.trace.events if e["ev"] == "world.unfired"]
@@ -287,7 +298,8 @@ def test_the_cli_fails_a_world_whose_given_fault_never_fired(
     verdict = capsys.readouterr().out.split("\nverdict:\n")[1].splitlines()
     assert verdict[:3] == [
         "  NOT AS DOCUMENTED: 1 fault of the given plan never fired, so the world did not test "
-        "it: DelayLeg(drive='cron', operation='begin', nth=9, leg='reply', ms=5.0)",
+        "it: DelayLeg(drive='cron', operation='begin', nth=9, leg='reply', ms=5.0) (cron made 1 "
+        "begin call)",
         "  the scenario's own plan was replaced by --plan, so what it documents was not "
         "asserted; only the checks were, and that its faults fired",
         "  0 violations, and faults of the given plan that never fired",
@@ -303,7 +315,8 @@ def test_a_drawn_world_only_reports_a_given_fault_that_never_fired(
     verdict = capsys.readouterr().out.split("\nverdict:\n")[1].splitlines()
     assert verdict[:2] == [
         "  1 fault of the given plan never fired, so the world did not test it: "
-        "DelayLeg(drive='cron', operation='begin', nth=99, leg='reply', ms=5.0)",
+        "DelayLeg(drive='cron', operation='begin', nth=99, leg='reply', ms=5.0) (cron made 5 "
+        "begin calls; alarm made 4)",
         "  the scenario's own plan was replaced by --plan, so what it documents was not "
         "asserted; only the checks were",
     ]
@@ -327,5 +340,5 @@ async def documents_an_unfired_fault(world: World) -> None:
 def test_a_scenario_whose_own_plan_did_not_fire_fails() -> None:
     sim = simulate(f"{__file__}:documents-an-unfired-fault", 1)
     assert sim.report.ok
-    assert sim.mismatches == (f"1 fault never fired: {UNFIRED!r}",)
+    assert sim.mismatches == (f"1 fault never fired: {UNFIRED!r} (cron made 1 begin call)",)
     assert not sim.ok
