@@ -166,6 +166,11 @@ def _add_sweep(commands: Any) -> None:
     )
     sweep_.add_argument("--mutant", metavar="M", help="sweep a deliberately broken store")
     sweep_.add_argument(
+        "--plan",
+        metavar="PLAN",
+        help="a FaultPlan(...) to run every seed under, instead of the scenario's own",
+    )
+    sweep_.add_argument(
         "--show",
         type=whole_number,
         default=SHOWN_SEEDS,

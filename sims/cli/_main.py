@@ -302,6 +302,7 @@ def _sweep(arguments: argparse.Namespace) -> int:
         scheduler=arguments.scheduler,
         mutant=mutant,
         progress=progress_bar(sys.stderr) if sys.stderr.isatty() else None,
+        plan=checked_plan(arguments.plan),
     )
     for line in report.lines(show=arguments.show):
         print(line)

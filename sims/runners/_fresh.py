@@ -27,6 +27,7 @@ from typing import IO, Any
 import attrs
 
 from .._trace import Trace
+from ..faults._plan import FaultPlan, plan_from_text
 from ..scenarios._registry import ScenarioRef
 from ._raised import WorldRaised
 from ._rerun import first_difference
@@ -45,10 +46,10 @@ class FreshWorld:
 
 
 class FreshWorlds:
-    """One fresh interpreter for one scenario (and mutant), which runs each world asked of it in a
-    child forked before any world ran."""
+    """One fresh interpreter for one scenario (and mutant, and plan given in place of its own),
+    which runs each world asked of it in a child forked before any world ran."""
 
-    def __init__(self, ref: ScenarioRef, mutant: str | None) -> None:
+    def __init__(self, ref: ScenarioRef, mutant: str | None, plan: FaultPlan | None) -> None:
         self._lock = threading.Lock()
         # What the fresh process says on stderr, kept to quote should it end before answering.
         self._errors: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
@@ -63,7 +64,13 @@ class FreshWorlds:
             text=True,
             env={**os.environ, "PYTHONPATH": path},
         )
-        header = {"name": ref.name, "path": ref.path, "spelled": ref.spelled, "mutant": mutant}
+        header = {
+            "name": ref.name,
+            "path": ref.path,
+            "spelled": ref.spelled,
+            "mutant": mutant,
+            "plan": None if plan is None else repr(plan),
+        }
         reply = self._ask(header)
         #: Why no world can be confirmed here (the fresh process cannot load the scenario), or "".
         self.refused = str(reply.get("error", ""))
@@ -124,19 +131,20 @@ class FreshWorlds:
         self._errors.close()
 
 
-#: The fresh interpreters this process started, by (process id, scenario, mutant): a pool worker
-#: forked from a process that had one starts its own (the pipes are its parent's).
-_STARTED: dict[tuple[int, ScenarioRef, str | None], FreshWorlds] = {}
+#: The fresh interpreters this process started, by (process id, scenario, mutant, plan): a pool
+#: worker forked from a process that had one starts its own (the pipes are its parent's).
+_STARTED: dict[tuple[int, ScenarioRef, str | None, FaultPlan | None], FreshWorlds] = {}
 _STARTING = threading.Lock()
 
 
-def fresh_worlds(ref: ScenarioRef, mutant: str | None) -> FreshWorlds:
-    """This process's fresh interpreter for ``ref`` and ``mutant``, started the first time."""
-    key = (os.getpid(), ref, mutant)
+def fresh_worlds(ref: ScenarioRef, mutant: str | None, plan: FaultPlan | None) -> FreshWorlds:
+    """This process's fresh interpreter for ``ref``, ``mutant`` and ``plan``, started the first
+    time."""
+    key = (os.getpid(), ref, mutant, plan)
     with _STARTING:
         found = _STARTED.get(key)
         if found is None:
-            found = _STARTED[key] = FreshWorlds(ref, mutant)
+            found = _STARTED[key] = FreshWorlds(ref, mutant, plan)
     return found
 
 
@@ -149,14 +157,20 @@ def close_fresh_worlds() -> None:
 
 
 def fresh_difference(
-    ref: ScenarioRef, seed: int, mutant: str | None, ours: Trace | None, found: tuple[str, ...]
+    ref: ScenarioRef,
+    seed: int,
+    mutant: str | None,
+    ours: Trace | None,
+    found: tuple[str, ...],
+    *,
+    plan: FaultPlan | None = None,
 ) -> tuple[bool | None, str]:
     """Whether the seed's world, run alone in a fresh process, is the one this process ran:
     (True, ""); (False, where it differs); or (None, why it could not be run there). ``ours`` is
     this process's trace (None when the world keeps none, or raised), ``found`` what it found
     (for a world that raised, its one finding)."""
     try:
-        fresh = fresh_worlds(ref, mutant).run(seed)
+        fresh = fresh_worlds(ref, mutant, plan).run(seed)
     except OSError as error:
         return None, f"no fresh process could be started: {error}"
     if isinstance(fresh, str):
@@ -195,6 +209,7 @@ def _serve() -> None:
     mutant = header["mutant"]
     try:
         ref.load()
+        plan = None if header.get("plan") is None else plan_from_text(header["plan"])
     except Exception as error:
         _answer(answers, {"error": f"a fresh process cannot load the scenario: {error}"})
         return
@@ -203,18 +218,20 @@ def _serve() -> None:
         request = json.loads(line)
         child = os.fork()
         if child == 0:
-            _child(ref, int(request["seed"]), mutant, Path(request["out"]))
+            _child(ref, int(request["seed"]), mutant, plan, Path(request["out"]))
         _, status = os.waitpid(child, 0)
         code = os.waitstatus_to_exitcode(status)
         _answer(answers, {"done": request["seed"], "status": code})
 
 
-def _child(ref: ScenarioRef, seed: int, mutant: str | None, out: Path) -> None:
+def _child(
+    ref: ScenarioRef, seed: int, mutant: str | None, plan: FaultPlan | None, out: Path
+) -> None:
     """Run one world, write what it did, and leave without running anything of the parent's."""
     code = 0
     try:
         try:
-            simulation = simulate(ref, seed, mutant=mutant)
+            simulation = simulate(ref, seed, mutant=mutant, plan=plan)
         except BaseException as error:  # whatever it raised is its finding
             raised = WorldRaised.of(seed, error)
             found: dict[str, Any] = {

@@ -24,11 +24,13 @@ import attrs
 
 from .._numbers import plural
 from .._seeds import sweep_seeds
-from ..faults._plan import NO_FAULTS
+from ..faults._check import check_plan
+from ..faults._plan import NO_FAULTS, FaultPlan
 from ..mutants._catalog import MUTANTS
 from ..oracle._probes import probe_lines
 from ..oracle._report import MISTAKES, verdict_words
 from ..scenarios._registry import ScenarioRef, find_scenario
+from ..world._services import service_operations
 from ._dask import run_on_cluster
 from ._fresh import close_fresh_worlds, fresh_difference
 from ._outcome import explore_command, replay_command
@@ -95,6 +97,17 @@ class SeedSummary:
         return any(check == WORLD_RAISED for check, _ in self.violated)
 
 
+@attrs.frozen
+class SweepJob:
+    """One seed of a sweep: the scenario (by a reference that pickles), the seed, the store, and
+    the plan given in place of the scenario's own (None: its own)."""
+
+    scenario: ScenarioRef
+    seed: int
+    mutant: str | None = None
+    plan: FaultPlan | None = None
+
+
 @attrs.frozen(kw_only=True)
 class SweepReport:
     scenario: str
@@ -104,6 +117,8 @@ class SweepReport:
     #: The scenario's own declaration: whether a fault of its plan that never fired fails its seed
     #: (it then does, as it fails a single run), or is only counted.
     faults_must_fire: bool
+    #: The plan given in place of the scenario's own, for every seed (its repr), or None.
+    plan: str | None = None
 
     @property
     def failing(self) -> tuple[SeedSummary, ...]:
@@ -127,7 +142,7 @@ class SweepReport:
         return tuple(s for s in self.seeds if not s.judged and not s.nondeterministic)
 
     def replay_command(self, seed: int) -> str:
-        return replay_command(self.scenario, seed, mutant=self.mutant)
+        return replay_command(self.scenario, seed, mutant=self.mutant, plan=self.plan)
 
     def verdict(self) -> str:
         """The verdict's sentence, in the words of a single run's: the spec's violations apart
@@ -191,8 +206,9 @@ class SweepReport:
             apart.append(f"{unsure} not a function of {'its' if unsure == 1 else 'their'} seed")
         if unconfirmed:
             apart.append(f"{unconfirmed} not confirmed in a fresh process")
+        given = f" under the given plan {self.plan}" if self.plan else ""
         yield (
-            f"sweep {self.scenario}{' with mutant ' + self.mutant if self.mutant else ''}: "
+            f"sweep {self.scenario}{' with mutant ' + self.mutant if self.mutant else ''}{given}: "
             f"{plural(total, 'seed')} in {self.seconds:.1f} s ({rate:.1f} seeds/s), "
             f"{total - len(self.failing)} as documented, {len(self.failing)} not"
             + (f" ({', '.join(apart)})" if apart else "")
@@ -322,11 +338,11 @@ def _whose(check: str, user: set[str]) -> str:
     return "the spec's check"
 
 
-def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
+def summarise(job: SweepJob) -> SeedSummary:
     """One seed's world, reduced to what a sweep reports. A failing seed is run again alone in a
     fresh process; a seed that did not fail, one in :data:`RERUN_EVERY` of them, twice here."""
-    scenario, seed, mutant = job
-    simulation = simulate(scenario, seed, mutant=mutant)
+    scenario, seed, mutant, plan = job.scenario, job.seed, job.mutant, job.plan
+    simulation = simulate(scenario, seed, mutant=mutant, plan=plan)
     report = simulation.report
     traced = simulation.outcome.setup.trace
     violations = tuple(finding.line() for finding in report.violations)
@@ -334,11 +350,11 @@ def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
     if not simulation.ok:
         trace = simulation.outcome.trace if traced else None
         found = (*violations, *simulation.mismatches)
-        confirmed, said = fresh_difference(scenario, seed, mutant, trace, found)
+        confirmed, said = fresh_difference(scenario, seed, mutant, trace, found, plan=plan)
     differs = said if confirmed is False else None
     rerun = not simulation.ok or seed % RERUN_EVERY == 0
     if rerun and confirmed is None and traced:
-        again = simulate(scenario, seed, mutant=mutant)
+        again = simulate(scenario, seed, mutant=mutant, plan=plan)
         differs = first_difference(simulation.outcome.trace, again.outcome.trace)
     return SeedSummary(
         plan=repr(simulation.outcome.setup.plan),
@@ -358,19 +374,20 @@ def summarise(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
     )
 
 
-def summarise_in_worker(job: tuple[ScenarioRef, int, str | None]) -> SeedSummary:
+def summarise_in_worker(job: SweepJob) -> SeedSummary:
     """:func:`summarise`, where a world that raised is its seed's finding under ``world-raised``
     (three strings, :class:`WorldRaised`), in this process as in a worker's: whatever it raised,
     the sweep reports it and goes on. It too is run again alone, in a fresh process."""
     try:
         return summarise(job)
     except Exception as error:
-        raised = WorldRaised.of(job[1], error)
-    scenario, seed, mutant = job
+        raised = WorldRaised.of(job.seed, error)
     finding = raised.finding()
-    confirmed, said = fresh_difference(scenario, seed, mutant, None, (finding,))
+    confirmed, said = fresh_difference(
+        job.scenario, job.seed, job.mutant, None, (finding,), plan=job.plan
+    )
     return SeedSummary(
-        seed=seed,
+        seed=job.seed,
         violations=(finding,),
         mismatches=(),
         explained=(),
@@ -391,10 +408,12 @@ def sweep(
     mutant: str | None = None,
     scheduler: str | None = None,
     progress: Callable[[int, int, int], None] | None = None,
+    plan: FaultPlan | None = None,
 ) -> SweepReport:
     """Run ``scenario`` for every seed: ``jobs`` local processes at a time, or as tasks on the
     Dask distributed cluster whose scheduler is at ``scheduler`` (``tcp://HOST:PORT``). Either way
-    the report is the same, timings aside."""
+    the report is the same, timings aside. Given ``plan``, every seed's world runs under it in
+    place of the scenario's own (as ``run --plan`` does), and each printed command says so."""
     if type(jobs) is not int or jobs < 1:
         raise ValueError(f"jobs={jobs!r}; pass a whole number of processes >= 1")
     if scheduler is not None and jobs != 1:
@@ -411,7 +430,17 @@ def sweep(
     given = sweep_seeds(seeds)
     # A seed is one world: a seed given twice is run, and confirmed, once.
     distinct = given if isinstance(given, range) else list(dict.fromkeys(given))
-    work = [(ref, seed, mutant) for seed in distinct]
+    if plan is not None and len(distinct):
+        # A plan that names what the world has not is refused once, before any seed runs, not
+        # told as every seed's world raising.
+        setup = found.setup(distinct[0])
+        check_plan(
+            plan,
+            drives=setup.drives,
+            scopes=setup.scopes,
+            services=service_operations(setup.services),
+        )
+    work = [SweepJob(ref, seed, mutant, plan) for seed in distinct]
     started = time.perf_counter()
     results: list[SeedSummary] = []
     failing = 0
@@ -445,6 +474,7 @@ def sweep(
         seeds=tuple(results),
         seconds=time.perf_counter() - started,
         faults_must_fire=found.faults_must_fire,
+        plan=None if plan is None else repr(plan),
     )
 
 

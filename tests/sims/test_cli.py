@@ -18,7 +18,7 @@ import pytest
 from sims import MUTANTS, SCENARIOS, Trace, find_scenario, plan_from_text, simulate
 from sims.cli._main import _RunProgress, _tell, main
 from sims.faults._plan import FAULT_KINDS
-from sims.runners._sweep import summarise
+from sims.runners._sweep import SweepJob, summarise
 
 
 def test_list_names_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:
@@ -315,7 +315,7 @@ def test_a_scenario_reference_pickles_and_loads_in_a_fresh_process() -> None:
     ref = find_scenario(INVOICE).ref
     assert ref.path == str(Path(EXAMPLE).resolve())
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        (summary,) = pool.map(summarise, [(ref, 2, None)])
+        (summary,) = pool.map(summarise, [SweepJob(ref, 2)])
     assert summary.ok
     assert summary.seed == 2
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sims import sweep
+from sims import DropLeg, FaultPlan, sweep
+from sims.faults._check import PlanError
 from sims.runners import _fresh
 from sims.runners._sweep import SweepReport
 
@@ -175,3 +176,59 @@ def test_a_seed_no_fresh_process_can_run_is_laid_on_nobody_and_given_no_command(
     assert f"  seed 0: not confirmed in a fresh process: {summary.unconfirmed}" in lines
     assert report.verdict().startswith("2 of 2 seeds could not be run again in a fresh process (")
     assert "your check `" not in report.verdict()
+
+
+# -- a sweep under a given plan -------------------------------------------------------------------
+
+DOUBLE_CHARGE = f"{Path(__file__).parents[2] / 'examples' / 'double_charge.py'}:double-charge"
+LOST_RECORD = FaultPlan((DropLeg(drive="cron", operation="record_step", nth=1, leg="request"),))
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_sweep_under_a_given_plan_runs_every_seed_under_it_and_its_commands_say_so(
+    jobs: int,
+) -> None:
+    # Its own plan charges once; under this one (a step record lost) every seed charges twice,
+    # each confirmed in a fresh process that ran the same plan.
+    assert not sweep(DOUBLE_CHARGE, range(3), jobs=jobs).failing
+    report = sweep(DOUBLE_CHARGE, range(3), jobs=jobs, plan=LOST_RECORD)
+    assert report.plan == repr(LOST_RECORD)
+    assert [s.seed for s in report.failing] == [0, 1, 2]
+    assert all(s.confirmed is True for s in report.failing)
+    assert all(s.plan == repr(LOST_RECORD) for s in report.seeds)
+    assert next(report.lines()).startswith(
+        f"sweep {report.scenario} under the given plan {LOST_RECORD!r}: 3 seeds in "
+    )
+    for line, summary in zip(_commands(report), report.failing, strict=True):
+        command = line.split(": ", 1)[1]
+        assert command == report.replay_command(summary.seed)
+        assert f'--plan "{LOST_RECORD!r}"' in command
+        words = shlex.split(command)
+        done = subprocess.run(
+            [sys.executable, *words[1:]], capture_output=True, text=True, timeout=300, check=False
+        )
+        assert done.returncode == 1, done.stderr
+        for finding in summary.violations:
+            assert f"  {finding}" in done.stdout.splitlines()
+
+
+def test_a_given_plan_the_world_cannot_fire_is_refused_before_any_seed_runs() -> None:
+    nobody = FaultPlan((DropLeg(drive="nobody", operation="record_step", nth=1, leg="request"),))
+    with pytest.raises(
+        PlanError,
+        match=r"^"
+        + re.escape(
+            f"fault {nobody.faults[0]!r} cannot strike: the world has no drive 'nobody'; its "
+            "drives are cron, alarm (a world declares its drives in WorldSetup(drives=...))"
+        )
+        + r"$",
+    ):
+        sweep(DOUBLE_CHARGE, range(100), plan=nobody)
+    done = subprocess.run(
+        [sys.executable, "-m", "sims", "sweep", DOUBLE_CHARGE, "--seeds", "0..9", "--plan",
+         repr(nobody)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "cannot strike: the world has no drive 'nobody'" in done.stderr
+    assert "Traceback" not in done.stderr
