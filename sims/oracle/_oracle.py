@@ -148,6 +148,11 @@ class Oracle:
                 kernel.on_outcome_send(e, p)
 
     def _leg_end(self, e: Row) -> None:
+        if e["ev"] == "rpc.deliver" and "error" in e:
+            # A reply that carries the call's error (a queued call an eviction refused unrun, a
+            # host that closed) raises in the caller, as a lost reply does: to every rule below
+            # it is a call that never got its answer.
+            e = {**e, "ev": "rpc.raised"}
         key = (e["link"], e["seq"])
         op = e["op"]
         if op == "due_keys":

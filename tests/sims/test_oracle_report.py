@@ -8,11 +8,12 @@ import copy
 import json
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sims import MUTANTS, Trace, check_trace, simulate
+from sims import MUTANTS, Evict, FaultPlan, PctSchedule, Trace, check_trace, simulate
 from sims.scenarios._swarm import draw_swarm
 
 from .oracle_edges import EDGES
@@ -154,3 +155,29 @@ def test_each_new_mutant_is_caught_by_at_least_five_seeds_of_the_plain_sweep(
         )
     ]
     assert len(caught) >= 5, f"{mutant}: only seeds {caught} of {seeds} named {rule}"
+
+
+def test_a_call_whose_reply_carries_its_error_is_a_call_that_raised() -> None:
+    # Found by a 30-minute explore of pay-once: the cron's claim waits in the scope's queue,
+    # the scope is evicted, and the reply says "did not run". The drive reports it as the run's
+    # error entry, as it does a lost reply; the oracle once read the reply as a claim lost to
+    # another owner, predicted no entry, and blamed the spec.
+    pay = f"{Path(__file__).parents[2] / 'examples' / 'payment_provider.py'}:pay-once"
+    plan = FaultPlan(
+        (
+            Evict(scope="shop", at_ms=6.0),
+            PctSchedule(seed=0, depth=1, within=1),
+            Evict(scope="shop", at_ms=3.0),
+        )
+    )
+    simulation = simulate(pay, 1, plan=plan)
+    assert simulation.report.ok, simulation.report.violations
+    errors = [
+        entry
+        for event in simulation.outcome.trace.of("drive.report")
+        for entry in event["report"]["errors"]
+    ]
+    assert [entry["error"] for entry in errors] == [
+        "claim on scope 'shop' did not run: the scope was evicted while it waited; the next "
+        "call starts a fresh actor on the same database"
+    ]
