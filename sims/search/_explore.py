@@ -8,16 +8,22 @@ wants tried (:mod:`._stages`, :mod:`._drawn`); one executor (:mod:`._executor`) 
 process, on many cores or on a cluster, and the search reads what each world reached in the order
 the stage gave them, so its answer does not depend on which worker finished first:
 
-1. every single fault that strikes at an event of the world, tried in turn. The job's outside
+The stages are numbered as docs/search.md numbers them (1 is the clean world, twice):
+
+2. every single fault that strikes at an event of the world, tried in turn. The job's outside
    world first: each service call's reply lost after it ran, held past the caller's own timeout,
    its request delivered after the caller gave up, its reply held until another drive's effect,
    a crash right after it ran; each service down over windows of its calls. Then each scope call
    of each drive held until another drive takes over, steps, writes, commits or ticks; a crash
-   and an eviction right after each call. These reach the spec's at-least-once windows, and a
-   caller's timeout taken for a failure, whatever the timings;
-2. guided by what those worlds reached: the single faults whose worlds entered the rarest
-   windows, probes and marks (the feedback), combined in pairs, service faults among them;
-3. Hypothesis, drawing plans of one fault, then of several (:mod:`._aimed`), with delays, crash
+   and an eviction right after each call; each drive kept away for a while. These reach the
+   spec's at-least-once windows, and a caller's timeout taken for a failure, whatever the
+   timings;
+3. in a world with services, an answer in doubt and its service down just after it;
+4. a second fault aimed at the world each single fault made: at the calls that world made and the
+   clean one did not (a takeover's pass, a retry), or of the drives left by one kept away;
+5. guided by what the single faults' worlds reached: those that entered the rarest windows,
+   probes and marks (the feedback), combined in pairs, service faults among them;
+6. Hypothesis, drawing plans of one fault, then of several (:mod:`._aimed`), with delays, crash
    times and outages in the world's own terms. (Hypothesis's own ``target`` phase is not used: on
    these strategies it spent minutes of its own time per few hundred worlds, which no budget
    could bound; without it, what Hypothesis draws does not depend on the answers, which is what
@@ -28,10 +34,11 @@ fresh process, and reported only if it reproduces. A clean result says what was 
 windows entered, faults fired, service calls struck, probes and the user's ``sometimes`` marks,
 and marks never reached.
 
-The budget holds in every stage: each world is started only within it, Hypothesis's ``find`` is
-stopped from inside its test function, and the shrinkers stop where it runs out, keeping the
-smallest failing plan they have. A stop event (Ctrl-C, in the command line) ends the search the
-same way, with the same report of what it searched.
+The budget holds in every stage: each world is started only within it and may use only what is
+left of it (a world still running when it runs out is stopped, and not counted), Hypothesis's
+``find`` is stopped from inside its test function, and the shrinkers stop where it runs out,
+keeping the smallest failing plan they have. A stop event (Ctrl-C, in the command line) ends the
+search the same way, with the same report of what it searched.
 """
 
 from __future__ import annotations
