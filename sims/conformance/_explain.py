@@ -410,6 +410,16 @@ def _import(
     )
 
 
+def _export(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
+    runs, steps = tables.get("runs", []), tables.get("steps", [])
+    return (
+        f"an export answers the scope's id and every row verbatim, every column as stored: its "
+        f"{_count(len(runs), 'run')} by id and its {_count(len(steps), 'step row')} by run and "
+        "name, and writes nothing",
+        runs + steps,
+    )
+
+
 def _other(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     return "the reference's answer is the spec's; see docs/conformance.md for the operation", []
 
@@ -426,4 +436,5 @@ _RULES: Final[dict[str, Callable[[dict[str, Any], str, dict[str, Any]], Explaine
     "start_or_join": _start,
     "shred_subject": _shred,
     "list": _list,
+    "export_dump": _export,
 }

@@ -193,3 +193,50 @@ def test_step_deletion_runs_until_a_pass_deletes_nothing() -> None:
     _difference, trimmed = _trim(_Stores(), first, history)  # type: ignore[arg-type]
     # One pass keeps a (b was still there when a was tried); the second deletes it.
     assert trimmed == [{"op": "x"}]
+
+
+def test_a_refused_request_is_explained_by_its_refusal_not_by_what_it_would_have_done() -> None:
+    error = {"code": "validation_failed", "message": "patch.status is 'paused'; ..."}
+    refused = {"ok": False, "error": {**error, "paths": ["patch.status"]}}
+    args = {"id": "r01", "patch": {"status": "paused"}, "owner": None}
+    rule, rows = _explained("patch", args, TABLES, reply=refused)
+    assert rule == (
+        "the reference refused this patch at its door (validation_failed, with the paths "
+        "patch.status): a store must refuse it with the same code and paths (the message may be "
+        "its own) and write nothing (rule door-refusals; docs/conformance.md, What a store "
+        "refuses). The reference said: patch.status is 'paused'; ..."
+    )
+    assert rows == []
+    conflict = {"ok": False, "error": {"code": "conflict", "message": "run r01 is there"}}
+    rule, _ = _explained("patch", args, TABLES, reply=conflict)
+    assert rule.startswith("the reference refused this patch at its door (conflict, with no paths")
+    # An answer, not a refusal, leaves the operation's own rule to say it.
+    rule, _ = _explained("patch", args, TABLES, reply={"ok": True, "result": False})
+    assert not rule.startswith("the reference refused")
+
+
+def test_each_rule_of_an_operation_names_what_a_port_most_often_misses() -> None:
+    held = _run(
+        "r01",
+        lease_owner="o1",
+        next_attempt_at="2026-10-04T12:00:05.000Z",
+        admission_misses=3,
+        counters='{"n":1}',
+    )
+    tables = {"runs": [held], "steps": []}
+    rule, _ = _explained("begin", {"id": "r01", "owner": "o1", "margin_ms": 250.0}, tables)
+    assert rule.endswith(
+        "so it must return true, write lease_began_at 12:00:01.000Z and clear admission_misses "
+        "(now 3) to null (rule begin-clears-misses)"
+    )
+    patch = {"status": "running", "counters": '{"n":2}'}
+    rule, _ = _explained("commit_pass", {"id": "r01", "patch": patch, "owner": "o1"}, tables)
+    assert '(its counters {"n":2} written over the stored {"n":1}, never merged: rule ' in rule
+    rule, _ = _explained("due_keys", {"now_param": "2026-10-04T12:00:01.000Z", "max": 2}, TABLES)
+    assert "a tie by id, lowest first (rule due-tie), at most 2: r01, r03" in rule
+    rule, rows = _explained("export_dump", {}, TABLES)
+    assert rule == (
+        "an export answers the scope's id and every row verbatim, every column as stored: its 4 "
+        "runs by id and its 0 step rows by run and name, and writes nothing"
+    )
+    assert len(rows) == 4
