@@ -77,18 +77,26 @@ def explain(
 
 
 def _refused(op: str, error: dict[str, Any]) -> Explained:
-    """The door's rule (rule door-refusals): the code and the paths are the contract."""
+    """A refusal's rule: the code and the paths are the contract (at the door, validation_failed:
+    rule door-refusals)."""
     code = error.get("code")
     if "paths" in error:
         paths = ", ".join(str(path) for path in error.get("paths") or []) or "none"
         named = f"with the paths {paths}"
     else:
         named = "with no paths field"
+    said = f"The reference said: {error.get('message')}"
+    if code != "validation_failed":
+        # A conflict or a store's failure: decided past the door, by the rows.
+        return (
+            f"the reference refused this {op} ({code}, {named}): a store must refuse it with "
+            f"the same code and paths (the message may be its own) and write nothing. {said}",
+            [],
+        )
     return (
         f"the reference refused this {op} at its door ({code}, {named}): a store must refuse "
         f"it with the same code and paths (the message may be its own) and write nothing "
-        f"(rule door-refusals; docs/conformance.md, What a store refuses). The reference "
-        f"said: {error.get('message')}",
+        f"(rule door-refusals; docs/conformance.md, What a store refuses). {said}",
         [],
     )
 

@@ -209,7 +209,11 @@ def test_a_refused_request_is_explained_by_its_refusal_not_by_what_it_would_have
     assert rows == []
     conflict = {"ok": False, "error": {"code": "conflict", "message": "run r01 is there"}}
     rule, _ = _explained("patch", args, TABLES, reply=conflict)
-    assert rule.startswith("the reference refused this patch at its door (conflict, with no paths")
+    assert rule == (
+        "the reference refused this patch (conflict, with no paths field): a store must refuse it "
+        "with the same code and paths (the message may be its own) and write nothing. The "
+        "reference said: run r01 is there"
+    )
     # An answer, not a refusal, leaves the operation's own rule to say it.
     rule, _ = _explained("patch", args, TABLES, reply={"ok": True, "result": False})
     assert not rule.startswith("the reference refused")
