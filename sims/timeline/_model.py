@@ -248,6 +248,7 @@ class Running:
     passes: tuple[tuple[str, str], ...]  # (drive, run)
     ticks: tuple[str, ...]  # drives whose drive call was still going
     calls: int  # service calls on the wire
+    requests: int = 0  # scope requests their callers gave up on, still on the wire
 
 
 @attrs.frozen

@@ -1,7 +1,8 @@
 """The world's end, read from the trace and told in words.
 
 A world does not end when its scenario returns: it waits for every pass still running (a stale
-pass, a pass whose reply was held past its lease) and every service call still on the wire, for
+pass, a pass whose reply was held past its lease), every service call still on the wire and every
+scope request its caller gave up on, for
 ``WorldSetup(grace_ms=...)`` at the most. ``world.closing`` says what was still running when the
 scenario returned; ``world.quiet`` that it all stopped by itself; ``world.cut`` that the grace ran
 out first, and what it cut off.
@@ -24,8 +25,13 @@ def running_of(event: dict[str, Any]) -> Running:
         if isinstance(entry, dict)
     )
     ticks = tuple(str(drive) for drive in event.get("ticks") or ())
-    calls = event.get("calls")
-    return Running(passes, ticks, calls if isinstance(calls, int) else 0)
+    calls, requests = event.get("calls"), event.get("requests")
+    return Running(
+        passes,
+        ticks,
+        calls if isinstance(calls, int) else 0,
+        requests if isinstance(requests, int) else 0,
+    )
 
 
 def running_words(running: Running, short: Callable[[str], str]) -> str:
@@ -41,6 +47,9 @@ def running_words(running: Running, short: Callable[[str], str]) -> str:
         parts.append(f"{plural(len(ticks), 'drive call')} still going ({', '.join(ticks)})")
     if running.calls:
         parts.append(f"{plural(running.calls, 'service call')} on the wire")
+    if running.requests:
+        given_up = plural(running.requests, "scope request")
+        parts.append(f"{given_up} its caller gave up on, on the wire")
     if len(parts) > 1:
         return ", ".join(parts[:-1]) + " and " + parts[-1]
     return "".join(parts)
@@ -52,6 +61,7 @@ def _count(running: Running) -> int:
         len(running.passes)
         + len([drive for drive in running.ticks if drive not in busy])
         + running.calls
+        + running.requests
     )
 
 

@@ -408,6 +408,10 @@ class World:
         self._idle: list[trio.CancelScope] = []
         #: The passes whose handler is running, as (drive, run), in the order they began.
         self.running: list[tuple[str, str]] = []
+        #: Scope requests their callers gave up on (a ``LateRequest``), still on the wire, by
+        #: (drive, seq): a stale pass's write that lands late is part of the world's end.
+        self.requests_on_the_wire: set[tuple[str, int]] = set()
+        trace.listeners.append(self._note_the_wire)
         self._quiet: trio.Event | None = None
 
     def rng(self, stream: str) -> random.Random:
@@ -524,8 +528,17 @@ class World:
         return bool(
             self.running
             or self.services.in_flight
+            or self.requests_on_the_wire
             or any(drive._working for drive in self.drives.values())
         )
+
+    def _note_the_wire(self, event: dict[str, Any]) -> None:
+        """A request given up on goes on the wire (``fault.late``) until it runs in its scope."""
+        if event["ev"] == "fault.late" and "." not in str(event["op"]):
+            self.requests_on_the_wire.add((str(event["drive"]), int(event["seq"])))
+        elif event["ev"] == "rpc.exec" and self.requests_on_the_wire:
+            self.requests_on_the_wire.discard((str(event["link"]), int(event["seq"])))
+            self.quiet_check()
 
     def quiet_check(self) -> None:
         """Wake :meth:`wind_down` once nothing runs any more."""
@@ -534,8 +547,9 @@ class World:
 
     async def wind_down(self, grace_ms: float) -> None:
         """The scenario returned: start no new tick, and let every pass still running (a stale
-        pass, a pass past its lease, a late BEGIN) and every service call on the wire run to its
-        natural end, for ``grace_ms`` at the most. What was still running then is cut, and said."""
+        pass, a pass past its lease, a late BEGIN), every service call on the wire and every scope
+        request its caller gave up on run to its natural end, for ``grace_ms`` at the most. What
+        was still running then is cut, and said."""
         self.closing = True
         for waiting in list(self._idle):
             waiting.cancel()
@@ -558,6 +572,7 @@ class World:
             "passes": [{"drive": drive, "run": run} for drive, run in self.running],
             "ticks": [name for name, drive in self.drives.items() if drive._working],
             "calls": self.services.in_flight,
+            "requests": len(self.requests_on_the_wire),
         }
 
     # -- drives and jobs ------------------------------------------------------------------------
