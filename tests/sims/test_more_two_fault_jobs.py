@@ -3,7 +3,8 @@ plan of two faults breaks each bug on every seed tried (the user's check fails, 
 and leaves its fix clean, and each of its faults alone leaves the bug clean.
 
 The jobs are in ``worlds/more_two_fault_jobs.py``; its docstring tells each bug, its fix and its
-plan. Nothing here says whether the default search finds them.
+plan. The default search finds both, with two faults (each by another plan than the one above),
+and nothing in their fixes.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sims import FaultPlan, Simulation, plan_from_text, simulate
+from sims import FaultPlan, Simulation, explore_plans, plan_from_text, simulate
 
 WORLDS = Path(__file__).parent / "worlds" / "more_two_fault_jobs.py"
 SEEDS = (1, 2, 3)
@@ -75,3 +76,15 @@ def test_each_fault_alone_leaves_the_bug_clean(bug: str, fault: str) -> None:
         assert not alone.report.user_violations, (bug, fault, seed, alone.report.user_violations)
         assert not alone.report.spec_violations, alone.report.spec_violations
         assert not _unfired(alone), (bug, fault, seed, _unfired(alone))
+
+
+@pytest.mark.parametrize(("bug", "fix", "faults"), JOBS, ids=[job[0] for job in JOBS])
+def test_the_default_search_finds_the_bug_with_two_faults_and_not_in_its_fix(
+    bug: str, fix: str, faults: tuple[str, ...]
+) -> None:
+    found = explore_plans(f"{WORLDS}:{bug}", seed=1)
+    assert found is not None, f"the default search missed {bug}"
+    assert found.simulation.report.user_violations
+    assert not found.simulation.report.spec_violations
+    assert len(found.plan) == 2, found.plan  # no single fault shows it
+    assert explore_plans(f"{WORLDS}:{fix}", seed=1) is None
