@@ -212,6 +212,7 @@ class SimDrive:
                 },
             )
             verdict = DeliverLate(late.ms)
+            self.world.requests_on_the_wire.add((self.name, call.seq))
         if verdict is not None:
             # A dropped or abandoned request's reply hook will not run to forget it.
             self._call_index.pop(call.seq, None)
@@ -409,9 +410,10 @@ class World:
         #: The passes whose handler is running, as (drive, run), in the order they began.
         self.running: list[tuple[str, str]] = []
         #: Scope requests their callers gave up on (a ``LateRequest``), still on the wire, by
-        #: (drive, seq): a stale pass's write that lands late is part of the world's end.
+        #: (drive, seq): a stale pass's write that lands late is part of the world's end. Each
+        #: leaves the set as it runs in its scope (``_landed``).
         self.requests_on_the_wire: set[tuple[str, int]] = set()
-        trace.listeners.append(self._note_the_wire)
+        trace.listeners.append(self._landed)
         self._quiet: trio.Event | None = None
 
     def rng(self, stream: str) -> random.Random:
@@ -532,11 +534,9 @@ class World:
             or any(drive._working for drive in self.drives.values())
         )
 
-    def _note_the_wire(self, event: dict[str, Any]) -> None:
-        """A request given up on goes on the wire (``fault.late``) until it runs in its scope."""
-        if event["ev"] == "fault.late" and "." not in str(event["op"]):
-            self.requests_on_the_wire.add((str(event["drive"]), int(event["seq"])))
-        elif event["ev"] == "rpc.exec" and self.requests_on_the_wire:
+    def _landed(self, event: dict[str, Any]) -> None:
+        """A request given up on ran in its scope (the host says so only in its ``rpc.exec``)."""
+        if event["ev"] == "rpc.exec" and self.requests_on_the_wire:
             self.requests_on_the_wire.discard((str(event["link"]), int(event["seq"])))
             self.quiet_check()
 
