@@ -89,13 +89,12 @@ def run_world(job: WorldJob) -> WorldResult:
             )
     except PlanError:
         return WorldResult(refused=True)
-    except BudgetSpent as error:  # a world of the simulator's own
-        return WorldResult(cut=str(error))
-    except WorldError as error:
+    except (BudgetSpent, WorldError) as error:
+        cut = budget_spent(error)
+        if cut is not None:
+            return WorldResult(cut=str(cut))
         if isinstance(error.__cause__, PlanError):
             return WorldResult(refused=True)
-        if isinstance(error.__cause__, BudgetSpent):
-            return WorldResult(cut=str(error.__cause__))
         return WorldResult(raised=str(error))
     return WorldResult(
         features=features_of(simulation),
@@ -103,6 +102,15 @@ def run_world(job: WorldJob) -> WorldResult:
         made=calls_made(simulation),
         violated=bool(simulation.report.violations),
     )
+
+
+def budget_spent(error: BaseException) -> BudgetSpent | None:
+    """The :class:`BudgetSpent` that stopped a world, or None: raised as itself by a world of the
+    simulator's own, or as the cause of the ``WorldError`` a user's world raises."""
+    for stopped in (error, error.__cause__):
+        if isinstance(stopped, BudgetSpent):
+            return stopped
+    return None
 
 
 class Executor(Protocol):

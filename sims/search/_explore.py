@@ -71,7 +71,16 @@ from ..scenarios._registry import ScenarioRef, find_scenario
 from ._aimed import fault_plans
 from ._coverage import Coverage, features_of, struck_service_calls
 from ._drawn import Drawn, Stopped, Tried
-from ._executor import Cluster, Executor, InProcess, Processes, WorldJob, WorldResult, run_world
+from ._executor import (
+    Cluster,
+    Executor,
+    InProcess,
+    Processes,
+    WorldJob,
+    WorldResult,
+    budget_spent,
+    run_world,
+)
 from ._findings import Finding, forget, recall, remember
 from ._shape import CallsMade, WorldShape, shape_of, world_shape
 from ._shrink import shrink_in_batches
@@ -566,15 +575,13 @@ class _Search:
                 simulation = simulate(
                     self.scenario, self.seed, plan=plan, mutant=self.mutant, keep_trace=True
                 )
-        except BudgetSpent as error:  # a world of the simulator's own
-            self.cut_world = str(error)
-            raise Stopped from None
-        except WorldError as error:
+        except (BudgetSpent, WorldError) as error:
+            cut = budget_spent(error)
+            if cut is not None:
+                self.cut_world = str(cut)
+                raise Stopped from None
             if isinstance(error.__cause__, PlanError):
                 raise error.__cause__ from None  # a plan the world refuses: no world ran
-            if isinstance(error.__cause__, BudgetSpent):
-                self.cut_world = str(error.__cause__)
-                raise Stopped from None
             raise
         self.commit(
             plan,
