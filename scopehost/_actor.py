@@ -255,8 +255,7 @@ class ScopeActor:
         if refusal is not None:
             self._refuse(message, refusal)
             return
-        outcome = self._execute(database, message, self._clock.now())
-        self._settle(database, message, self._disk_checked(message, outcome))
+        self._settle(database, message, self._execute(database, message, self._clock.now()))
 
     async def _serve_offloaded(self, database: ScopeDatabase, message: Message) -> None:
         """Serve a heavy message in a worker thread; the actor waits for it (one at a time), the
@@ -272,7 +271,7 @@ class ScopeActor:
                 outcome = await trio.to_thread.run_sync(self._execute, database, message, now)
         finally:
             self._in_operation = False
-        self._settle(database, message, self._disk_checked(message, outcome))
+        self._settle(database, message, outcome)
 
     def _refusal(self, message: Message) -> ScopeHostError | None:
         """Why ``message`` may not run now, if it may not."""
@@ -328,6 +327,9 @@ class ScopeActor:
         self._close_database(database, watch if changed else None)
 
     def _settle(self, database: ScopeDatabase, message: Message, outcome: LinkOutcome) -> None:
+        """Answer ``message`` with what it ran to (through the output gate, in a directory), or
+        with the failure of its file, should SQLite have said so (``_disk_checked``)."""
+        outcome = self._disk_checked(message, outcome)
         files = self._files
         if files is None:
             message.settle(outcome)
