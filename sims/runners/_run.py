@@ -151,6 +151,16 @@ class WorldSetup:
         default=DEFAULT_CPU_ALLOWANCE_S, validator=_check_allowance
     )
 
+    def check_plan(self, plan: FaultPlan | None = None) -> None:
+        """Refuse ``plan`` (None: this world's own) with a one-line ``PlanError`` when a fault of
+        it names a drive, scope or service operation this world does not have."""
+        check_plan(
+            self.plan if plan is None else plan,
+            drives=self.drives,
+            scopes=self.scopes,
+            services=service_operations(self.services),
+        )
+
 
 @attrs.frozen
 class WorldOutcome:
@@ -178,12 +188,7 @@ def run_world(
     """Build a world from ``seed`` and ``setup``, let ``drive`` run it, and collect the outcome,
     checked live against the spec's invariants (``settles``: every run must have ended)."""
     seed = require_seed(seed)
-    check_plan(
-        setup.plan,
-        drives=setup.drives,
-        scopes=setup.scopes,
-        services=service_operations(setup.services),
-    )
+    setup.check_plan()
     seed_scheduler(seed)
     # Time moves only when the host's network jumps it (jump_clock=True below).
     clock = VirtualClock()

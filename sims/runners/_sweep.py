@@ -24,13 +24,11 @@ import attrs
 
 from .._numbers import plural
 from .._seeds import sweep_seeds
-from ..faults._check import check_plan
 from ..faults._plan import NO_FAULTS, FaultPlan
 from ..mutants._catalog import MUTANTS
 from ..oracle._probes import probe_lines
 from ..oracle._report import MISTAKES, verdict_words
 from ..scenarios._registry import ScenarioRef, find_scenario
-from ..world._services import service_operations
 from ._dask import run_on_cluster
 from ._fresh import close_fresh_worlds, fresh_difference
 from ._outcome import explore_command, replay_command
@@ -433,13 +431,7 @@ def sweep(
     if plan is not None and len(distinct):
         # A plan that names what the world has not is refused once, before any seed runs, not
         # told as every seed's world raising.
-        setup = found.setup(distinct[0])
-        check_plan(
-            plan,
-            drives=setup.drives,
-            scopes=setup.scopes,
-            services=service_operations(setup.services),
-        )
+        found.setup(distinct[0]).check_plan(plan)
     work = [SweepJob(ref, seed, mutant, plan) for seed in distinct]
     started = time.perf_counter()
     results: list[SeedSummary] = []
