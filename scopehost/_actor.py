@@ -28,6 +28,7 @@ import trio
 
 from ._clock import Clock
 from ._database import ScopeDatabase
+from ._descriptors import lowest_free_descriptor
 from ._errors import (
     HostClosed,
     ScopeDiskFailed,
@@ -40,13 +41,13 @@ from ._errors import (
 from ._gate import OutputGate, ScopeFiles, runs_on_the_wall_clock
 from ._heavy import PAUSED_COLLECTION, is_heavy
 from ._link import LinkOutcome
-from ._watch import FileWatch, changed_file_message
+from ._watch import Changed, FileWatch, changed_file_message
 
 #: SQLite's primary result codes of a file that failed: SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_FULL.
 _DISK_FAILURES = frozenset({10, 11, 13})
 
-#: Closes a scope's database; with the scope's ``FileWatch`` when its file was written behind it.
-CloseDatabase = Callable[[ScopeDatabase, FileWatch | None], None]
+#: Closes a scope's database; with what its watch found when its file was written behind it.
+CloseDatabase = Callable[[ScopeDatabase, Changed | None], None]
 
 
 class Message:
@@ -100,7 +101,7 @@ class ScopeActor:
         #: A directory scope's watch on its file and log (see ``_watch``), and whether it found
         #: them written behind it (the actor then serves nothing more).
         self._watch: FileWatch | None = None
-        self._changed = False
+        self._changed: str | None = None
         #: What SQLite said when the scope's file failed under an operation (``_disk_checked``).
         self._disk_failed: str | None = None
         #: Heavy operations go to a worker thread (only under the wall clock; see ``_heavy``).
@@ -200,9 +201,11 @@ class ScopeActor:
             if self.evicted:
                 return  # evicted before it began: nothing to open
             try:
+                # SQLite's descriptors are found near the first free one (see ``_descriptors``).
+                near = lowest_free_descriptor() if self._file_path is not None else None
                 database = self._database = self._open_database()
                 if self._file_path is not None:
-                    self._watch = FileWatch(self._file_path, database.connection)
+                    self._watch = FileWatch(self._file_path, near)
                 if self._gate is not None and self._file_path is not None:
                     self._files = ScopeFiles(self._file_path)
             except Exception as error:
@@ -287,7 +290,7 @@ class ScopeActor:
                 f"once the disk is sound, call evict({self.scope_id!r}) on the scope host (the "
                 "next call reopens the file)"
             )
-        if self._changed:
+        if self._changed is not None:
             assert self._file_path is not None
             return ScopeFileChanged(
                 f"{message.operation} did not run: "
@@ -299,22 +302,22 @@ class ScopeActor:
         """A turn begins: if the file or log was written behind the scope since its last turn,
         it closes now and refuses what it holds (see ``_watch``). Once a turn, not once a
         message: each look costs two ``stat`` calls."""
-        watch, database = self._watch, self._database
-        if watch is None or database is None or self._changed:
+        if self._watch is None or self._database is None or self._changed is not None:
             return
-        if watch.changed(database.connection):
-            self._shut_on_change()
+        found = self._watch.changed()
+        if found is not None:
+            self._shut_on_change(found)
 
     def _noted(self) -> None:
         """A turn ended: the watch notes the file and log as the scope's own writes (and SQLite's
         checkpoints among them) left them."""
-        if self._watch is not None and not self._changed:
+        if self._watch is not None and self._changed is None:
             self._watch.noted()
 
-    def _shut_on_change(self) -> None:
+    def _shut_on_change(self, found: str) -> None:
         """The file or log was written behind the scope: close now, without folding the log into
         what is there (see ``_watch``); the host's next actor refuses until an eviction."""
-        self._changed = True
+        self._changed = found
         self.closed = True
         self._accepting = False
         database, self._database = self._database, None
@@ -322,9 +325,11 @@ class ScopeActor:
             self._close(database)
 
     def _close(self, database: ScopeDatabase) -> None:
-        watch = self._watch
-        changed = watch is not None and (self._changed or watch.changed(database.connection))
-        self._close_database(database, watch if changed else None)
+        watch, found = self._watch, self._changed
+        if watch is not None and found is None:
+            found = watch.changed()
+        changed = None if watch is None or found is None else (found, watch.log_is_ours)
+        self._close_database(database, changed)
 
     def _settle(self, database: ScopeDatabase, message: Message, outcome: LinkOutcome) -> None:
         """Answer ``message`` with what it ran to (through the output gate, in a directory), or

@@ -57,24 +57,25 @@ class OpenedFiles:
             if opened is not None and identity(leftover) == opened:
                 leftover.unlink(missing_ok=True)
 
-    def close_unfolded(self, connection: sqlite3.Connection, our_log: Stamp | None) -> None:
+    def close_unfolded(self, connection: sqlite3.Connection, kept_log: Path | None) -> None:
         """Close ``connection`` without letting SQLite fold its log into the file, which was
         written behind it (see ``_watch``): folding would lay the old file's pages over the new
         content. SQLite folds on close only while the path still names its file, so the file is
-        moved aside for the moment of the close. Then the index it used is removed, and its log
-        too, unless somebody wrote that log since the scope last did (put back with the file)."""
+        moved aside for the moment of the close. Then the scope's own log is moved to
+        ``kept_log``: never deleted (it holds writes the scope acknowledged), and never left where
+        the next connection would apply it to a file it does not belong to. A log written behind
+        the scope (``kept_log`` None) belongs to whoever wrote it and stays. The index (``-shm``)
+        stays too: another connection may be using it, and the next connection to open the file
+        alone rebuilds it from the log it finds."""
         aside = _beside(self.path, "-closing")
         os.replace(self.path, aside)
         try:
             connection.close()
         finally:
             os.replace(aside, self.path)
-        index = _beside(self.path, "-shm")
-        if self.index is not None and identity(index) == self.index:
-            index.unlink(missing_ok=True)
         log = _beside(self.path, "-wal")
-        if our_log is not None and stamp(log) == our_log:
-            log.unlink(missing_ok=True)
+        if kept_log is not None and self.log is not None and identity(log) == self.log:
+            os.replace(log, kept_log)
 
 
 def stamp(path: Path | str) -> Stamp | None:

@@ -24,10 +24,11 @@ run: Trio would see the thread's wait as idleness and jump virtual time. There t
 inline, right after the commit and before the reply, which delays nothing in virtual time and
 keeps every trace byte-identical to one in memory.
 
-The first sync of a file opened by this host also syncs the database file and the directory, so
-that a file and its log created since the last power loss are found again. A checkpoint needs
-nothing of ours: with ``synchronous=NORMAL`` SQLite syncs the log before it checkpoints and the
-database file after.
+The first sync of a file opened by this host also syncs the directory, so that a file and its log
+created since the last power loss are found again by name. The database file itself is never
+opened here: SQLite syncs it every time it writes it (as it creates it, before the host lowers
+``synchronous``, and after each checkpoint), and opening and closing a descriptor of a file SQLite
+holds open drops SQLite's locks on it (see ``_descriptors``). The log carries no lock.
 
 A failed sync taints its scope. Linux reports a failed writeback once and marks the pages it could
 not write clean, so the next sync of the file succeeds though they never reached the disk; a write
@@ -117,8 +118,6 @@ class ScopeFiles:
 
     def sync(self) -> None:
         """Make every commit so far durable (blocking: a worker thread's work, or inline)."""
-        if self._first:
-            sync_path(self.database)
         sync_path(self.log, missing_ok=True)
         if self._first:
             # The file and its log may be new: their names must survive a power loss too.

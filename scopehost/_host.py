@@ -43,7 +43,15 @@ from ._network import Network, check_jumpable_clock
 from ._recheck import check_reopened
 from ._retirement import Retirement, check_idle_ms, check_max_open, out_of_file_handles
 from ._stub import ScopeDoor, ScopeStub
-from ._watch import FileWatch, accept_changed, check_noted, note_changed, note_path
+from ._wal_mode import switch_to_wal
+from ._watch import (
+    Changed,
+    accept_changed,
+    check_noted,
+    kept_log_path,
+    note_changed,
+    note_path,
+)
 
 #: The name of the zero-latency link a stub gets when its caller passes none.
 DIRECT_LINK = "direct"
@@ -348,7 +356,7 @@ class ScopeHost:
                 # process, and the output gate (``_gate``) holds its reply until a sync covers it,
                 # once for every commit that finished meanwhile. A full sync per commit, inside
                 # the actor, cost twelve times as much and could not be shared.
-                connection.execute("PRAGMA journal_mode=WAL")
+                switch_to_wal(connection)
                 connection.execute("PRAGMA synchronous=NORMAL")
                 check_noted(connection, path, scope_id)
                 owner = recorded_scope(connection)
@@ -437,16 +445,18 @@ class ScopeHost:
         note_path(path).unlink(missing_ok=True)
         self._known.discard(scope_id)
 
-    def _close_database(self, database: ScopeDatabase, changed: FileWatch | None = None) -> None:
+    def _close_database(self, database: ScopeDatabase, changed: Changed | None = None) -> None:
         # An in-memory database IS its connection: it stays open for the next actor.
         if self.directory is None:
             return
         opened = self._opened.pop(database, None)
         if changed is not None and opened is not None:
-            # Written behind the scope: keep exactly what was put there, and refuse it until an
-            # eviction says to open it (see ``_watch``).
-            note_changed(opened.path)
-            opened.close_unfolded(database.connection, changed.our_log)
+            # Written behind the scope: keep exactly what was put there, keep the scope's own
+            # log aside, and refuse the file until an eviction says to open it (see ``_watch``).
+            found, log_is_ours = changed
+            kept = kept_log_path(opened.path) if log_is_ours and opened.log is not None else None
+            note_changed(opened.path, found, kept)
+            opened.close_unfolded(database.connection, kept)
             return
         database.connection.close()
         if opened is not None:

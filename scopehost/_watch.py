@@ -1,4 +1,4 @@
-"""A scope file written behind its open scope is noticed before the scope serves again.
+"""A scope file written behind SQLite's back is noticed before the scope serves again.
 
 ``cp backup.sqlite3 s1.sqlite3`` over an open scope writes into the very file SQLite has open (the
 same inode, so the check for a deleted or replaced file cannot see it). SQLite reads what it has
@@ -6,21 +6,33 @@ cached and the pages of its own log, and the rest from the new content: the scop
 runs the copy did not hold, and when its connection closed, SQLite folded its log into the copy,
 which left a malformed file or a silent mix of the two.
 
-So the scope watches its file and its log with ``stat`` (size, modification and change times;
-no program can set a change time back, and every write moves it). As a turn of its actor ends
-(it served every message that had queued up), it notes how it leaves them, its own writes and
-SQLite's checkpoints in them included; as the next turn begins, and as it closes, it compares.
-Anything else that wrote either in between (a copy in place, a rollback to an older copy, another
-scope's file, a log copied over the open one or deleted) shows. Another host on the directory
-serving the same scope writes them too, through SQLite; its commits move SQLite's
-``data_version``, which a copy does not, so such a change is taken as that host's.
+What is a change is decided from what the files hold, never from their times: SQLite, operators
+and backup tools move those all the time (a root reader ``fchown``s the log, ``chmod``, ``touch``,
+a hard link, a checkpoint from a shell). The times only say when to look. As a turn of the actor
+ends (it served every message that had queued up), the watch notes the files' ``stat`` and, when
+they moved, what SQLite's own records say (``_sqlite_files``): the database header and the log's
+index. As the next turn begins, and as the scope closes, it ``stat``s them again; when anything
+moved, it judges:
 
-A change found is a refusal, never a guess. The scope closes at once without folding its log into
-the file (``OpenedFiles.close_unfolded``), so the file stays exactly what was put there, and it
-leaves a note beside it, ``NAME.sqlite3-changed``, which every host on the directory honours:
-every call fails with ``ScopeFileChanged`` (naming the file and the remedy) until somebody says
-the file there is the one to open, by evicting the scope (``ScopeHost.evict``). The next open then
-checks the file (``PRAGMA integrity_check``) before it serves, and refuses one that fails.
+- the log must be the one SQLite's index describes: the same file (device and inode), with the
+  index's salts in its header and, at the index's last valid frame, that frame's checksum. A log
+  deleted, replaced, copied over or cut fails this;
+- the database file's content (its size and its 100-byte header) may change only by a
+  checkpoint, which moves the index's checkpoint record (``IndexHeader.checkpoint``). A file whose
+  content moved while no checkpoint ran was written behind SQLite.
+
+Everything SQLite does passes: readers, the backup API, checkpoints, another connection's writes
+(another host on the directory serving the same scope). So does a change of metadata alone.
+
+A change found is a refusal, never a guess, and never a loss. The scope closes at once without
+folding its log into the file (``OpenedFiles.close_unfolded``), so the file stays exactly what was
+put there; its own log, which holds every write it acknowledged since its last checkpoint, is
+moved aside, not deleted (``kept_log_path``), for the operator to put back should the file turn
+out to be the right one after all. A note beside the file, ``NAME.sqlite3-changed``, says what
+was found and where the log went; every host on the directory honours it: every call fails with
+``ScopeFileChanged`` until somebody says the file there is the one to open, by evicting the scope
+(``ScopeHost.evict``). The next open then checks the file (``PRAGMA integrity_check``) before it
+serves, and refuses one that fails.
 """
 
 from __future__ import annotations
@@ -29,74 +41,163 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
+import attrs
+
+from ._descriptors import HeldFile
 from ._errors import ScopeFileChanged
 from ._files import Stamp, stamp
+from ._sqlite_files import (
+    DATABASE_HEADER,
+    FRAME_HEADER,
+    INDEX_HEADER,
+    LOG_HEADER,
+    IndexHeader,
+    frame_checksum,
+    log_salts,
+)
 
 #: What the note beside a changed file says first: refused, or told to open it (and check it).
 CHANGED: Final = "changed"
 ACCEPTED: Final = "accepted"
+#: What a scope closing on a changed file tells its host: what was found, and whether the log is
+#: the scope's own (to keep aside) rather than written behind it (to leave where it is).
+Changed = tuple[str, bool]
+#: How often a judgement that finds a change reads the files again before it stands: another
+#: connection may be writing the log and its index as they are read.
+_READINGS = 3
+
+
+@attrs.frozen
+class _Sight:
+    """The files as the scope last saw them: their ``stat``, and what SQLite's records said."""
+
+    file: Stamp | None
+    log: Stamp | None
+    header: bytes | None
+    index: IndexHeader | None
 
 
 class FileWatch:
     """How the scope's file and log looked when the scope last touched them."""
 
-    __slots__ = ("_file", "_log", "_version", "database", "log")
+    __slots__ = ("_file", "_index", "_sight", "database", "log", "log_is_ours")
 
-    def __init__(self, database: str, connection: sqlite3.Connection) -> None:
+    def __init__(self, database: str, near: int | None) -> None:
         self.database = database
         self.log = database + "-wal"
-        self._file = stamp(database)
-        self._log = stamp(self.log)
-        self._version = _data_version(connection)
+        #: False once a judgement found the log itself written behind SQLite (it then belongs
+        #: to whoever wrote it, and stays where it is).
+        self.log_is_ours = True
+        self._file = HeldFile(database, near)
+        self._index = HeldFile(database + "-shm", near)
+        self._sight = self._see(stamp(database), stamp(self.log), None)
 
-    @property
-    def our_log(self) -> Stamp | None:
-        """The log as the scope last wrote it."""
-        return self._log
-
-    def changed(self, connection: sqlite3.Connection) -> bool:
-        """Whether something else wrote the file in place, or the log, since the scope did. A
-        file deleted or replaced by another (another inode) is not counted here: the store's own
-        check refuses it as gone (``ScopeFileGone``), and the restore procedure relies on it.
-
-        Another connection to the file (another host on the directory serving the same scope)
-        writes them too, through SQLite: its commits move SQLite's ``data_version``, a copy does
-        not. Such a change is taken as the other host's, and noted as the new normal."""
-        found = stamp(self.database)
-        if found != self._file:
-            if found is None or self._file is None or found[:2] != self._file[:2]:
-                return False  # moved, not changed
-        elif stamp(self.log) == self._log:
-            return False
-        version = _data_version(connection)
-        if version == self._version:
-            return True
-        self._version = version
-        self._file, self._log = found, stamp(self.log)
-        return False
+    def changed(self) -> str | None:
+        """What shows that something other than SQLite wrote the file or the log since the
+        scope last looked, or None. A file deleted or replaced by another (another inode) is not
+        counted here: the store's own check refuses it as gone (``ScopeFileGone``), and the
+        restore procedure relies on it."""
+        file, log = stamp(self.database), stamp(self.log)
+        sight = self._sight
+        if file == sight.file and log == sight.log:
+            return None
+        if file is None or sight.file is None or file[:2] != sight.file[:2]:
+            return None  # moved, not changed
+        found = self._judge(file, log)
+        for _ in range(_READINGS - 1):
+            if found is None:
+                break
+            found = self._judge(file, log)
+        if found is None:
+            self._sight = self._see(file, log, sight)
+            return None
+        reason, self.log_is_ours = found
+        return reason
 
     def noted(self) -> None:
-        """The scope's turn ended: note the file and the log as its writes left them."""
-        self._file = stamp(self.database)
-        self._log = stamp(self.log)
+        """The scope's turn ended: note the files as its writes (and SQLite's checkpoints among
+        them) left them."""
+        file, log = stamp(self.database), stamp(self.log)
+        if file != self._sight.file or log != self._sight.log:
+            self._sight = self._see(file, log, self._sight)
 
+    def _see(self, file: Stamp | None, log: Stamp | None, before: _Sight | None) -> _Sight:
+        if before is not None and file == before.file:
+            header = before.header
+        else:
+            header = self._file.read(DATABASE_HEADER)
+        return _Sight(file, log, header, self._read_index())
 
-def _data_version(connection: sqlite3.Connection) -> int:
-    """SQLite's count of commits by other connections to the file (cheap: no page is read)."""
-    return int(connection.execute("PRAGMA data_version").fetchone()[0])
+    def _read_index(self) -> IndexHeader | None:
+        for _ in range(_READINGS):
+            data = self._index.read(INDEX_HEADER)
+            if data is None:
+                return None
+            index = IndexHeader.parse(data)
+            if index is not None:
+                return index
+        return None
+
+    def _judge(self, file: Stamp, log: Stamp | None) -> Changed | None:
+        index = self._read_index()
+        written = self._judge_log(log, index)
+        if written is not None:
+            return written, False  # the log is whoever wrote it's now
+        written = self._judge_file(file, index)
+        return None if written is None else (written, True)
+
+    def _judge_log(self, log: Stamp | None, index: IndexHeader | None) -> str | None:
+        before = self._sight.log
+        if before is not None and log is None:
+            return "the log was deleted"
+        if before is not None and log is not None and log[:2] != before[:2]:
+            return "the log was replaced by another file"
+        if index is None or index.max_frame == 0:
+            return None  # no frame of the log counts: SQLite reads none of it
+        try:
+            with open(self.log, "rb") as opened:  # the log carries no lock (``_descriptors``)
+                salts = log_salts(opened.read(LOG_HEADER))
+                opened.seek(index.frame_offset(index.max_frame))
+                checksum = frame_checksum(opened.read(FRAME_HEADER))
+        except FileNotFoundError:
+            return "the log was deleted"
+        if salts != index.salts:
+            return "the log's header is not the one SQLite's index describes: copied over"
+        if checksum != index.frame_checksum:
+            return "the log lacks the last frame SQLite's index describes: copied over or cut"
+        return None
+
+    def _judge_file(self, file: Stamp, index: IndexHeader | None) -> str | None:
+        sight = self._sight
+        assert sight.file is not None
+        header = self._file.read(DATABASE_HEADER)
+        if header is None or sight.header is None or index is None or sight.index is None:
+            return None  # SQLite's records cannot be read here: see docs/decisions.md
+        if file[2] == sight.file[2] and header == sight.header:
+            return None  # the same size and header: metadata, or a write no record shows
+        if index.checkpoint != sight.index.checkpoint:
+            return None  # a checkpoint copied the log into the file
+        return "its content changed while no checkpoint ran"
 
 
 def note_path(database: Path) -> Path:
     return database.with_name(database.name + "-changed")
 
 
-def note_changed(database: Path) -> None:
+def kept_log_path(database: Path) -> Path:
+    """Where a scope's own log goes when its file was written behind it: beside the file, under
+    a name SQLite never reads, and never over an earlier one."""
+    kept = database.with_name(database.name + "-wal.kept")
+    number = 1
+    while kept.exists():
+        number += 1
+        kept = database.with_name(f"{database.name}-wal.kept.{number}")
+    return kept
+
+
+def note_changed(database: Path, found: str, kept: Path | None) -> None:
     """Leave the note that refuses the file until somebody evicts the scope."""
-    note_path(database).write_text(
-        f"{CHANGED}\n{database} was written by something other than its scope's host while the "
-        "scope had it open; every call to the scope is refused until the scope is evicted, which "
-        "opens the file found here then (checked first)\n"
-    )
+    note_path(database).write_text(f"{CHANGED}\n{found}\n{'' if kept is None else kept}\n")
 
 
 def accept_changed(database: Path) -> None:
@@ -106,13 +207,32 @@ def accept_changed(database: Path) -> None:
 
 
 def changed_file_message(scope_id: str, path: Path) -> str:
+    """Why a scope whose file was written behind it refuses a call: what was found, where its own
+    log is, and what to do."""
+    try:
+        lines = note_path(path).read_text().split("\n")
+    except FileNotFoundError:
+        lines = []
+    found = lines[1] if len(lines) > 1 and lines[1] else "written behind SQLite"
+    kept = lines[2] if len(lines) > 2 and lines[2] else ""
+    log = (
+        f"its own log, with every write it acknowledged since its last checkpoint, was moved "
+        f"aside to {kept}; "
+        if kept
+        else "its log was left as found; "
+    )
+    undo = (
+        f"; if nothing was put there after all, move {kept} back to {path}-wal first, then "
+        f"evict({scope_id!r})"
+        if kept
+        else ""
+    )
     return (
-        f"scope {scope_id!r}: its database file {path} was written by something other than this "
-        "host while the scope had it open (copied over in place, or rolled back); nothing was "
-        "read or written, and the scope serves no call until told to open the file now there — "
-        "if that file is the one to keep (a backup put back), call "
-        f"evict({scope_id!r}) on the scope host and the next call opens exactly it, checked, its "
-        f"own log discarded; otherwise put the right file there first, then evict({scope_id!r})"
+        f"scope {scope_id!r}: its database file {path} was written by something other than "
+        f"SQLite while the scope had it open ({found}); nothing was read or written by this "
+        f"call; {log}the scope serves no call until told to open the file now there — if that "
+        f"file is the one to keep (a backup put back), call evict({scope_id!r}) on the scope "
+        f"host and the next call opens exactly it, checked{undo}"
     )
 
 

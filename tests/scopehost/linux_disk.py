@@ -13,9 +13,10 @@ cuts the power after every commit, with the log torn at several places past its 
 rebuilds every scope's file from what the disk would hold, opens it with SQLite (which must find it
 whole), and counts the acknowledged writes that are missing.
 
-SQLite's own syncs (as it folds the log into the file when the last connection closes) are not
-seen here: the file counts as durable only as a sync of the host's own found it, which is what a
-scope reopened after a failed sync makes before it serves again.
+SQLite's own syncs of the database file are not seen here: the file counts as durable as each
+connection to it found it as it opened (SQLite synced it as it created it, and syncs it after every
+checkpoint, the fold as the last connection closes among them), or as a sync of the host's own
+found it, which is what a scope reopened after a failed sync makes before it serves again.
 """
 
 from __future__ import annotations
@@ -55,7 +56,14 @@ class DiskLog:
 
 def copying_database(log: DiskLog) -> type[ScopeDatabase]:
     class Copying(ScopeDatabase):
-        """Copies the scope's file and its log at every commit of a module operation."""
+        """Copies the scope's file and its log at every commit of a module operation; the file
+        counts as synced as its connection found it (SQLite syncs it as it creates it, before the
+        host lowers ``synchronous``, and after every checkpoint)."""
+
+        def __init__(self, conn: sqlite3.Connection, scope_id: str, **options: Any) -> None:
+            super().__init__(conn, scope_id, **options)
+            path = Path(conn.execute("PRAGMA database_list").fetchone()[2])
+            log.note("synced", scope_id, "file", path.read_bytes())
 
         def invoke(self, operation: str, args: Any, *, now: str) -> Any:
             result = super().invoke(operation, args, now=now)

@@ -37,15 +37,40 @@ async def start_runs(host: ScopeHost, prefix: str, count: int, scope: str = "s1"
         await host.stub(scope).start_or_join(row.key, row)
 
 
-def changed_message(operation: str, path: Path) -> str:
+def changed_message(operation: str, path: Path, found: str, kept: Path | None) -> str:
+    log = (
+        f"its own log, with every write it acknowledged since its last checkpoint, was moved "
+        f"aside to {kept}; "
+        if kept
+        else "its log was left as found; "
+    )
+    undo = (
+        f"; if nothing was put there after all, move {kept} back to {path}-wal first, then "
+        "evict('s1')"
+        if kept
+        else ""
+    )
     return (
         f"{operation} did not run: scope 's1': its database file {path} was written by "
-        "something other than this host while the scope had it open (copied over in place, or "
-        "rolled back); nothing was read or written, and the scope serves no call until told to "
-        "open the file now there — if that file is the one to keep (a backup put back), call "
-        "evict('s1') on the scope host and the next call opens exactly it, checked, its own log "
-        "discarded; otherwise put the right file there first, then evict('s1')"
+        f"something other than SQLite while the scope had it open ({found}); nothing was read or "
+        f"written by this call; {log}the scope serves no call until told to open the file now "
+        "there — if that file is the one to keep (a backup put back), call evict('s1') on the "
+        f"scope host and the next call opens exactly it, checked{undo}"
     )
+
+
+#: What the watch says of a database file written in place while no checkpoint ran.
+REWRITTEN = "its content changed while no checkpoint ran"
+
+
+def fold(path: Path) -> None:
+    """Checkpoint the scope's log into its file from another connection (as a shell would): the
+    file then holds every run, and a backup taken earlier is older than it."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint")
+    finally:
+        conn.close()
 
 
 def integrity(path: Path) -> str:
@@ -70,14 +95,18 @@ async def test_a_backup_copied_over_the_open_file_is_refused_then_opened_exactly
     autojump_clock: trio.testing.MockClock, tmp_path: Path, backup_of_thirty: Path
 ) -> None:
     path = tmp_path / "s1.sqlite3"
+    kept = tmp_path / "s1.sqlite3-wal.kept"
     async with open_scope_host(tmp_path, clock=StoreClock()) as host:
-        await start_runs(host, "01RUNB", 30)  # 60 runs now, the newer 30 in the open log
+        await start_runs(host, "01RUNB", 30)
+        fold(path)  # 60 runs in the file now: the backup is older than it
         assert len(await run_ids(host)) == 60
         shutil.copyfile(backup_of_thirty, path)  # cp onto the open file: the same inode
-        with pytest.raises(ScopeFileChanged, match=f"^{re.escape(changed_message('list', path))}$"):
+        refused = re.escape(changed_message("list", path, REWRITTEN, kept))
+        with pytest.raises(ScopeFileChanged, match=f"^{refused}$"):
             await host.stub("s1").list(JobRunFilter())
+        assert kept.exists()  # the scope's own log, moved aside, never deleted
         row = new_row("01RUNC", instance="c")
-        refused = re.escape(changed_message("start_or_join", path))
+        refused = re.escape(changed_message("start_or_join", path, REWRITTEN, kept))
         with pytest.raises(ScopeFileChanged, match=f"^{refused}$"):
             await host.stub("s1").start_or_join(row.key, row)  # refused by the next actor too
         assert issubclass(ScopeFileChanged, ScopeUnavailable)
@@ -96,6 +125,8 @@ async def test_an_older_copy_put_in_place_and_evicted_at_once_is_that_copy_never
     path = tmp_path / "s1.sqlite3"
     async with open_scope_host(tmp_path, clock=StoreClock()) as host:
         await start_runs(host, "01RUNB", 30)
+        fold(path)
+        await run_ids(host)
         shutil.copyfile(backup_of_thirty, path)
         # No call in between: the eviction itself must not fold the open log into the copy.
         assert host.evict("s1")
@@ -125,14 +156,18 @@ async def test_a_change_found_as_the_scope_closes_is_refused_by_the_next_host_un
     autojump_clock: trio.testing.MockClock, tmp_path: Path, backup_of_thirty: Path
 ) -> None:
     path = tmp_path / "s1.sqlite3"
+    kept = tmp_path / "s1.sqlite3-wal.kept"
     async with open_scope_host(tmp_path, clock=StoreClock()) as host:
         await start_runs(host, "01RUNB", 30)
+        fold(path)
+        await run_ids(host)
         shutil.copyfile(backup_of_thirty, path)
         # The host closes before any call notices: closing must neither fold the log into the
         # copy nor let the next host serve the copy as if nothing happened.
     assert integrity(path) == "ok"
     async with open_scope_host(tmp_path, clock=StoreClock()) as host:
-        with pytest.raises(ScopeFileChanged, match=re.escape(changed_message("list", path))):
+        refused = re.escape(changed_message("list", path, REWRITTEN, kept))
+        with pytest.raises(ScopeFileChanged, match=refused):
             await host.stub("s1").list(JobRunFilter())
         with pytest.raises(ScopeFileChanged):
             await host.stub("s1").list(JobRunFilter())

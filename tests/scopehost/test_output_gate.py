@@ -92,6 +92,8 @@ def writes_lost_in_cuts(log: DiskLog, scratch: Path) -> tuple[int, int]:
         if event[0] == "sync":
             synced[event[1]] = max(synced.get(event[1], 0), event[2])
             continue
+        if event[0] != "commit":
+            continue  # the file as its connection found it: each commit carries its own copy
         _, scope, database, wal = event
         before = files.get(scope)
         # The model holds while the log only grows: no checkpoint rewrote it under the copies.
