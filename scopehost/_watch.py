@@ -116,10 +116,21 @@ class FileWatch:
 
     def noted(self) -> None:
         """The scope's turn ended: note the files as its writes (and SQLite's checkpoints among
-        them) left them."""
+        them) left them.
+
+        A turn that only appended to the log leaves the index's checkpoint record as it was, so
+        the record is read again only when the turn may have moved it: the file moved (a
+        checkpoint ran in the turn), or the log had been copied whole into the file (a write
+        then starts the log over, with new salts)."""
+        sight = self._sight
         file, log = stamp(self.database), stamp(self.log)
-        if file != self._sight.file or log != self._sight.log:
-            self._sight = self._see(file, log, self._sight)
+        if file == sight.file and log == sight.log:
+            return
+        index = sight.index
+        if file != sight.file or index is None or index.backfilled >= index.max_frame:
+            self._sight = self._see(file, log, sight)
+        else:
+            self._sight = attrs.evolve(sight, log=log)
 
     def _see(self, file: Stamp | None, log: Stamp | None, before: _Sight | None) -> _Sight:
         if before is not None and file == before.file:
