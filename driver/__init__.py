@@ -43,6 +43,7 @@ from ._constants import (
     SYSTEM_DOOR_WAIT,
 )
 from ._coordinator import DriveRandom, HostClock, JobDriver, JobHost
+from ._definition import JobDefinition
 from ._drive import DRIVE_LOG, admission_miss_warning, run_due_job_runs
 from ._errors import Conflict, FieldError, JobError, ValidationFailed
 from ._ids import UlidMint
@@ -59,6 +60,16 @@ from ._policy import (
     retry_backoff_ms,
 )
 from ._port import STORE_PORT_OPERATIONS, JobRunStore, Observer, SystemScope, ignore_event
+from ._services import (
+    IDEMPOTENCY_KEY_MAX,
+    ServiceCall,
+    ServiceDeclined,
+    ServiceError,
+    ServicePort,
+    ServiceTimedOut,
+    ServiceUnavailable,
+    service_call,
+)
 from ._start import start_job_run
 from ._time import add_ms, iso_from_ms, parse_iso_ms
 from ._values import (
@@ -90,6 +101,7 @@ from ._values import (
 
 __all__ = [
     "DRIVE_LOG",
+    "IDEMPOTENCY_KEY_MAX",
     "JOB_ADMISSION_BACKOFF_BASE_MS",
     "JOB_ADMISSION_BACKOFF_MAX_MS",
     "JOB_ADMISSION_MISS_MAX",
@@ -133,6 +145,7 @@ __all__ = [
     "DriveRandom",
     "FieldError",
     "HostClock",
+    "JobDefinition",
     "JobDriveError",
     "JobDriveReport",
     "JobDriveWarning",
@@ -162,6 +175,12 @@ __all__ = [
     "Observer",
     "RandomSource",
     "RetryPolicy",
+    "ServiceCall",
+    "ServiceDeclined",
+    "ServiceError",
+    "ServicePort",
+    "ServiceTimedOut",
+    "ServiceUnavailable",
     "StartJobRunInput",
     "SystemScope",
     "UlidMint",
@@ -184,5 +203,6 @@ __all__ = [
     "round_trip",
     "run_due_job_runs",
     "run_job_pass",
+    "service_call",
     "start_job_run",
 ]

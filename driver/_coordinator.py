@@ -11,9 +11,11 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, Protocol
 
 from ._constants import JOB_ALREADY_REGISTERED, SYSTEM_DOOR_WAIT
+from ._definition import JobDefinition
 from ._drive import run_due_job_runs
 from ._errors import Conflict, ValidationFailed
 from ._ids import UlidMint
@@ -21,6 +23,8 @@ from ._operator import job_run_of
 from ._options import check_drive_options
 from ._policy import assert_deadline_ms, assert_lease_ms, resolve_retry_policy
 from ._port import JobRunStore, Observer, SystemScope, Within
+from ._reach import PassReach
+from ._services import ServicePort
 from ._start import name_errors, start_job_run
 from ._time import parse_iso_ms
 from ._values import (
@@ -111,6 +115,7 @@ class JobDriver:
         rng: DriveRandom | None = None,
         observer: Observer | None = None,
         log: logging.Logger | None = None,
+        services: ServicePort | None = None,
     ) -> None:
         # Checked now, not at the first call that would use them (see ``_options``).
         check_drive_options(
@@ -127,6 +132,17 @@ class JobDriver:
         self._log = log
         self._mint = UlidMint(lambda: parse_iso_ms(self._now()), self._rng)
         self._jobs: dict[tuple[str, str], JobRegistration] = {}
+        if services is not None and not (
+            callable(getattr(services, "call", None))
+            and callable(getattr(services, "provides", None))
+        ):
+            raise ValidationFailed.at(
+                "services",
+                f"is {services!r}; give a service port (driver.ServicePort: provides(service) "
+                "and async call(call)), such as serviceclients.HttpServices",
+            )
+        #: Where a handler's service calls go (``ctx.call_service``); None: it has none.
+        self.services = services
         #: How a pass deadline cancels a handler: the host's, which knows its event loop (the
         #: kernel imports none). Optional: a host without one takes no deadlines.
         self._within: Within | None = getattr(host, "run_within", None)
@@ -189,6 +205,34 @@ class JobDriver:
         self._jobs[(module_id, name)] = registration
         return registration
 
+    def register(self, definition: JobDefinition) -> JobRegistration:
+        """Register a job as its definition says (the same value a simulated world takes),
+        refused when the drive's service port lacks a service the job names."""
+        if not isinstance(definition, JobDefinition):
+            raise ValidationFailed.at(
+                "definition", f"is {definition!r}; give a driver.JobDefinition(...)"
+            )
+        missing = [
+            name
+            for name in definition.services
+            if self.services is None or not self.services.provides(name)
+        ]
+        if missing:
+            raise ValidationFailed.at(
+                "services",
+                f"job {definition.module_id}/{definition.job} calls {', '.join(missing)}, which "
+                f"drive {self.name!r} cannot reach (its service port: {self.services!r}); give "
+                "JobDriver(..., services=PORT) a port that provides them",
+            )
+        return self.register_job(
+            definition.module_id,
+            definition.job,
+            definition.handler,
+            retry=definition.retry,
+            lease_ms=definition.lease_ms,
+            deadline_ms=definition.deadline_ms,
+        )
+
     def _handler_for(self, key: JobDueKey) -> JobRegistration | None:
         return self._jobs.get((key.module_id, key.job))
 
@@ -228,7 +272,15 @@ class JobDriver:
             observe=self._observe,
             log=self._log,
             within=self._within,
+            reach=PassReach(self.services, partial(self._start_for_pass, scope_id)),
         )
+
+    async def _start_for_pass(
+        self, scope_id: str, scope: str | None, input: StartJobRunInput
+    ) -> JobRun:
+        """A handler's ``ctx.start_run``: a start through this drive, on the pass's own scope
+        unless it names another."""
+        return await self.start_job_run(scope_id if scope is None else scope, input)
 
     async def job_runs(self, scope_id: str, filter: JobRunFilter | None = None) -> list[JobRun]:
         """The operator read: newest first, its limit clamped, each row decoded tolerantly."""

@@ -56,6 +56,7 @@ from ._errors import ValidationFailed
 from ._pass import Deferral, error_text, run_job_pass
 from ._policy import RandomSource, resolve_retry_policy
 from ._port import JobRunStore, Observer, SystemScope, Within, ignore_event
+from ._reach import PassReach
 from ._values import (
     JobDriveError,
     JobDriveReport,
@@ -141,6 +142,7 @@ class _Drive:
     log: logging.Logger
     tally: _Tally
     within: Within | None
+    reach: PassReach | None
 
     def emit(self, event: str, run_id: str, owner: str, **fields: Any) -> None:
         self.observe(event, {"run": run_id, "owner": owner, **fields})
@@ -226,6 +228,7 @@ class _Drive:
             observe=self.observe,
             deadline_ms=registration.deadline_ms,
             within=self.within,
+            reach=self.reach,
         )
         tally = self.tally
         if outcome.status == "advanced":
@@ -342,12 +345,14 @@ async def run_due_job_runs(
     observe: Observer = ignore_event,
     log: logging.Logger | None = None,
     within: Within | None = None,
+    reach: PassReach | None = None,
 ) -> JobDriveReport:
     """Advance every due run on one scope, bounded by ``limit`` runs and ``max_passes`` each.
 
     Raises ``ValidationFailed`` for a bad ``limit`` or ``max_passes`` (before any store call), and
     lets a failure of the snapshot read itself escape; every per-run failure is reported instead.
-    ``within`` cancels a handler whose registration has a ``deadline_ms`` (see ``run_job_pass``).
+    ``within`` cancels a handler whose registration has a ``deadline_ms`` (see ``run_job_pass``);
+    ``reach`` is what each pass reaches beyond its run (the drive's services, starting runs).
     """
     budget = JOB_DRIVE_LIMIT if limit is None else _count_option(limit, "limit")
     passes = _count_option(max_passes, "max_passes")
@@ -366,6 +371,7 @@ async def run_due_job_runs(
         log=log if log is not None else DRIVE_LOG,
         tally=tally,
         within=within,
+        reach=reach,
     )
     for key, registration in pick_runs(keys, handler_for, budget):
         try:

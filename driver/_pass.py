@@ -54,6 +54,8 @@ from ._limits import size_errors, size_problem, stored_error
 from ._operator import ColumnDecodeError, DecodedColumns, decode_columns
 from ._policy import RandomSource, resolve_retry_policy, retry_backoff_ms
 from ._port import JobRunStore, Observer, SystemScope, Within, ignore_event
+from ._reach import PassReach
+from ._services import service_call
 from ._time import add_ms
 from ._values import (
     KEEP_CURSOR,
@@ -61,10 +63,12 @@ from ._values import (
     JobPassOutcome,
     JobPassResult,
     JobPassStatus,
+    JobRun,
     JobRunKey,
     JobRunPatch,
     JobRunRow,
     RetryPolicy,
+    StartJobRunInput,
 )
 
 #: Opens the system door for this run's module, handed this pass's token.
@@ -165,8 +169,10 @@ class JobPassContext:
         deferral: Deferral | None,
         token: object,
         emit: Callable[..., None],
+        reach: PassReach | None = None,
     ) -> None:
         self._store = store
+        self._reach = reach if reach is not None else PassReach()
         self._owner = owner
         self._lease_ms = lease_ms
         self._job_policy = job_policy
@@ -228,6 +234,55 @@ class JobPassContext:
         if problems:
             raise ValidationFailed(problems)
         self._counters[name] = total
+
+    async def call_service(
+        self,
+        service: str,
+        operation: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        timeout_ms: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> Any:
+        """Call ``operation`` of ``service`` with ``args`` (JSON) through the drive's service port
+        (``driver.ServicePort``), and return its result. ``timeout_ms`` bounds the wait; past it
+        the call raises ``ServiceTimedOut`` (it may have run). ``idempotency_key`` names the
+        effect, so that a repeat is answered without running again by a service that honours
+        keys. Raises ``ServiceUnavailable`` (refused unrun, for now) or ``ServiceDeclined`` (an
+        answer: no)."""
+        call = service_call(self._run.id, service, operation, args, timeout_ms, idempotency_key)
+        port = self._reach.services
+        if port is None:
+            raise ValidationFailed.at(
+                "call_service",
+                f"{call.name}: this drive was given no service port; give "
+                "JobDriver(..., services=PORT) (serviceclients.HttpServices, InProcessServices, "
+                "or your own), or run the job in a world that declares the service",
+            )
+        return await port.call(call)
+
+    async def start_run(
+        self,
+        module_id: str,
+        job: str,
+        *,
+        instance: str = "default",
+        payload: Any = None,
+        subject: str | None = None,
+        scope: str | None = None,
+    ) -> JobRun:
+        """Start (or join: runs coalesce by key) a run of ``module_id``/``job`` on ``scope`` (this
+        run's scope unless given), through this pass's drive. At least once, like any body: a
+        pass retried starts it again, and the start joins the run it already made, so a fan-out
+        names each child by an ``instance`` the parent can make again (a customer's id)."""
+        if self._reach.start is None:
+            raise ValidationFailed.at(
+                "start_run", "this pass was run without a drive to start runs through"
+            )
+        start = StartJobRunInput(
+            module_id=module_id, job=job, instance=instance, payload=payload, subject=subject
+        )
+        return await self._reach.start(scope, start)
 
     async def scope(self) -> SystemScope:
         """The scope through the system door, opened on first call and reused for the pass."""
@@ -500,6 +555,7 @@ async def run_job_pass(
     observe: Observer = ignore_event,
     deadline_ms: int | None = None,
     within: Within | None = None,
+    reach: PassReach | None = None,
 ) -> JobPassOutcome:
     """Run ONE pass of ``run`` (as its claim left it, BEGIN already written) and write what
     happened. A run's failure is reported, never raised; only a store call that raises (a
@@ -538,6 +594,7 @@ async def run_job_pass(
         deferral=deferral,
         token=object(),
         emit=emit,
+        reach=reach,
     )
     emit("handler.invoke")
     escaped: Exception | None = None
