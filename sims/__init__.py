@@ -17,7 +17,17 @@ their effects. Run it with
 ``sims_worlds``). docs/simulating-your-jobs.md walks through it.
 """
 
-from driver import JobPassContext, JobPassResult, JobRun, RetryPolicy
+from driver import (
+    JobDefinition,
+    JobPassContext,
+    JobPassResult,
+    JobRun,
+    RetryPolicy,
+    ServiceDeclined,
+    ServiceError,
+    ServiceTimedOut,
+    ServiceUnavailable,
+)
 
 from ._seeds import parse_seeds
 from ._trace import Trace
@@ -86,7 +96,6 @@ from .world._scheduling import seed_scheduler
 from .world._services import (
     Operation,
     Service,
-    ServiceError,
     ServiceRefused,
     ServiceTimeout,
     call_service,
@@ -114,6 +123,7 @@ __all__ = [
     "FaultPlan",
     "Finding",
     "HoldLeg",
+    "JobDefinition",
     "JobPassContext",
     "JobPassResult",
     "JobRun",
@@ -127,10 +137,13 @@ __all__ = [
     "SearchReport",
     "SeedSummary",
     "Service",
+    "ServiceDeclined",
     "ServiceError",
     "ServiceOutage",
     "ServiceRefused",
+    "ServiceTimedOut",
     "ServiceTimeout",
+    "ServiceUnavailable",
     "SimDrive",
     "Simulation",
     "StoreClockFault",

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import attrs
 import trio
 
+from driver import ServiceCall, ServiceDeclined, ServiceTimedOut, ServiceUnavailable
 from scopehost import DeliverLate, LinkCall, LinkOutcome
 from scopehost._network import withdraw
 
@@ -63,28 +64,24 @@ Latency: TypeAlias = float | tuple[float, float]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
-class ServiceError(Exception):
-    """What a service call can raise in a handler (besides the operation's own refusal)."""
-
-
-class ServiceRefused(ServiceError):
-    """The service answered with a refusal: the operation did NOT run (an outage, a transient
-    refusal, or an operation of yours that raised it to refuse)."""
-
-
-class ServiceTimeout(ServiceError):
-    """No reply came: the caller's timeout ran out, the connection was lost, or the caller gave the
-    request up. The operation may have run, or may still run later."""
+#: The names services' outcomes had before the port (``driver.ServicePort``) took them over:
+#: a refusal unrun is ``ServiceUnavailable``, no answer in time ``ServiceTimedOut``. Kept so that
+#: worlds written against them go on working; a decline is ``ServiceDeclined``, which they lack.
+ServiceRefused = ServiceUnavailable
+ServiceTimeout = ServiceTimedOut
 
 
 @attrs.frozen
 class Operation:
-    """One operation of a service: ``fn(state, args) -> result``. With ``idempotency_key``, the
-    argument of that name makes a repeat return the first result without running again (a call
-    without it runs every time)."""
+    """One operation of a service: ``fn(state, args) -> result``. ``idempotent=True``: a call
+    that repeats an ``idempotency_key`` (``ctx.call_service(..., idempotency_key=KEY)``) gets
+    the first result again without running, as a provider that honours keys answers. With
+    ``idempotency_key="ARG"``, the argument of that name is the key instead (the form before the
+    port). A call without a key runs every time."""
 
     fn: OperationFn
     idempotency_key: str | None = None
+    idempotent: bool = attrs.field(default=False, kw_only=True)
 
 
 def _check_name(what: str, name: object) -> None:
@@ -190,18 +187,19 @@ async def call_service(
     args: Mapping[str, Any] | None = None,
     *,
     timeout_ms: float | None = None,
+    idempotency_key: str | None = None,
 ) -> Any:
-    """Call ``operation`` of the world's ``service`` with ``args`` (JSON-safe), from a handler or a
-    step body, and return its result. ``timeout_ms``: give up after that long without a reply,
-    raising :class:`ServiceTimeout` (the operation may have run, or may still run). Raises
-    :class:`ServiceRefused` when the service refused the request unrun."""
-    world = CURRENT_WORLD.get()
-    if world is None:
-        raise RuntimeError(
-            f"call_service({service!r}, {operation!r}) outside a simulated world: call it from "
-            "a handler of a world's job (world.add_job)"
+    """``ctx.call_service(service, operation, args, ...)``, the form before the port: a handler
+    written against the port (``driver``) imports nothing from ``sims`` and runs unchanged on a
+    real host."""
+    if not callable(getattr(ctx, "call_service", None)):
+        raise TypeError(
+            f"call_service(ctx, {service!r}, {operation!r}): ctx is {ctx!r}; pass the context "
+            "your handler was given (or call ctx.call_service(...) on it)"
         )
-    return await world.services.call(ctx.run.id, service, operation, args, timeout_ms)
+    return await ctx.call_service(
+        service, operation, args, timeout_ms=timeout_ms, idempotency_key=idempotency_key
+    )
 
 
 @attrs.define
@@ -254,24 +252,18 @@ class Services:
             )
         return found
 
-    async def call(
-        self,
-        run: str,
-        service: str,
-        operation: str,
-        args: Mapping[str, Any] | None,
-        timeout_ms: float | None,
-    ) -> Any:
+    def provides(self, service: str) -> bool:
+        """The port's question: does this world declare ``service``?"""
+        return service in self.declared
+
+    async def call(self, request: ServiceCall) -> Any:
+        """The port's call (``driver.ServicePort``): a message on the world's clock, its legs
+        and faults as the module says."""
+        service, operation, timeout_ms = request.service, request.operation, request.timeout_ms
+        run, key = request.run_id, request.idempotency_key
         found = self._check(service, operation)
-        name = f"{service}.{operation}"
-        if timeout_ms is not None and not (
-            isinstance(timeout_ms, int | float)
-            and not isinstance(timeout_ms, bool)
-            and math.isfinite(timeout_ms)
-            and timeout_ms > 0
-        ):
-            raise ValueError(f"{name}: timeout_ms={timeout_ms!r}; give a number of ms > 0, or None")
-        sent = _json_copy(dict(args or {}), f"the arguments of {name}")
+        name = request.name
+        sent = dict(request.args)
         incarnation = current_incarnation()
         if incarnation is None:
             raise RuntimeError(f"{name} was called outside a drive's work: call it from a handler")
@@ -285,14 +277,15 @@ class Services:
                 "call never left it"
             )
         drive.link._seq += 1  # one numbering of a drive's calls, to the scope and to services
-        call = LinkCall(drive.name, drive.link._seq, service, name, (sent,))
+        call = LinkCall(drive.name, drive.link._seq, service, name, (sent, key))
         fields: dict[str, Any] = {"drive": drive.name, "seq": call.seq, "run": run, "op": name}
         step = CURRENT_STEP.get()
         if step is not None:
             fields["step"] = step
-        self.world.trace.record(
-            "svc.send", {**fields, "args": sent, "timeout_ms": timeout_ms, "service": service}
-        )
+        sending = {**fields, "args": sent, "timeout_ms": timeout_ms, "service": service}
+        if key is not None:
+            sending["key"] = key
+        self.world.trace.record("svc.send", sending)
         flight = _Flight(call, incarnation, timeout_ms)
         self.in_flight += 1
         self.world.nursery.start_soon(self._carry, drive, found, flight, fields)
@@ -315,9 +308,10 @@ class Services:
             return
         self.world.trace.record("svc.timeout", fields)
         flight.answer(
-            error=ServiceTimeout(
+            error=_timed_out(
+                fields,
                 f"{fields['op']} #{fields['seq']} got no reply within its timeout: the operation "
-                "may have run, or may still run"
+                "may have run, or may still run",
             )
         )
 
@@ -327,8 +321,8 @@ class Services:
         if flight.gone or flight.timeout_ms is not None:
             return
         flight.answer(
-            error=ServiceTimeout(
-                f"{fields['op']} #{fields['seq']}: {what}; the operation may have run"
+            error=_timed_out(
+                fields, f"{fields['op']} #{fields['seq']}: {what}; the operation may have run"
             )
         )
 
@@ -358,14 +352,15 @@ class Services:
         if isinstance(verdict, DeliverLate):
             trace.record("svc.abandon", fields)
             flight.answer(
-                error=ServiceTimeout(
+                error=_timed_out(
+                    fields,
                     f"{fields['op']} #{fields['seq']} was given up by its caller: the request "
-                    "may still arrive and run"
+                    "may still arrive and run",
                 )
             )
             await self.world.host.sleep_ms(verdict.ms)
         outcome = self._arrive(service, call, fields)
-        if isinstance(outcome.error, ServiceRefused):
+        if isinstance(outcome.error, ServiceUnavailable):
             await self.world.host.sleep_ms(self._latency(service))
             self._deliver(flight, fields, outcome)
             return
@@ -409,19 +404,36 @@ class Services:
         rng = self._rng[service.name]
         if refusal is None and service.refuses and rng.random() < service.refuses:
             refusal = f"{service.name} refused the request (a transient refusal)"
+        retry_after_ms = None
         if refusal is None:
             try:
                 return self._run(service, call, fields)
-            except ServiceRefused as refused:
+            except ServiceUnavailable as refused:
                 refusal = str(refused) or f"{call.operation} refused the request"
+                retry_after_ms = refused.retry_after_ms
+            except ServiceDeclined as declined:
+                # An answer: it did not run and will not, and its reply is a reply like any.
+                said = str(declined) or f"{call.operation} declined the request"
+                trace.record(
+                    "svc.exec", {**fields, "refused": said, "declined": True, "effect": False}
+                )
+                return LinkOutcome(None, _named(declined, fields), "")
         trace.record("svc.exec", {**fields, "refused": refusal, "effect": False})
-        return LinkOutcome(None, ServiceRefused(refusal), "")
+        unavailable = ServiceUnavailable(
+            refusal,
+            service=service.name,
+            operation=call.operation.split(".", 1)[1],
+            retry_after_ms=retry_after_ms,
+        )
+        return LinkOutcome(None, unavailable, "")
 
     def _run(self, service: Service, call: LinkCall, fields: dict[str, Any]) -> LinkOutcome:
         operation = service.operation(call.operation.split(".", 1)[1])
-        args = call.args[0]
+        args, given = call.args
         key = None
-        if operation.idempotency_key is not None and operation.idempotency_key in args:
+        if operation.idempotent and given is not None:
+            key = (service.name, call.operation, given)
+        elif operation.idempotency_key is not None and operation.idempotency_key in args:
             key = (service.name, call.operation, json.dumps(args[operation.idempotency_key]))
             if key in self._first:
                 result = self._first[key]
@@ -435,9 +447,9 @@ class Services:
         # nothing crosses the wire by reference.
         try:
             result = operation.fn(state, copy.deepcopy(args))
-        except ServiceRefused:
-            # A refusal means it did not run: what the operation wrote before it refused is
-            # undone, as a provider's transaction would be (and its key is not remembered).
+        except (ServiceUnavailable, ServiceDeclined):
+            # A refusal or a decline means it did not run: what the operation wrote before it
+            # said so is undone, as a provider's transaction would be (its key not remembered).
             self.state[service.name] = before
             raise
         result = _json_copy(result, f"the result of {call.operation}")
@@ -452,6 +464,17 @@ class Services:
         if isinstance(latency, tuple):
             return self._rng[service.name].uniform(*latency)
         return float(latency)
+
+
+def _timed_out(fields: dict[str, Any], message: str) -> ServiceTimedOut:
+    service, operation = str(fields["op"]).split(".", 1)
+    return ServiceTimedOut(message, service=service, operation=operation)
+
+
+def _named(error: ServiceDeclined, fields: dict[str, Any]) -> ServiceDeclined:
+    """A decline an operation raised, named after the call it answered."""
+    error.service, error.operation = str(fields["op"]).split(".", 1)
+    return error
 
 
 def _json_copy(value: Any, what: str) -> Any:

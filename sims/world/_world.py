@@ -129,6 +129,9 @@ class SimDrive:
             rng=world.rng(f"drive:{spec.name}"),
             observer=world.trace.record,
             log=_DRIVE_LOG,
+            # A handler's service calls go to the world's services, as a real drive's go to its
+            # real clients: the same ``ctx.call_service`` in both.
+            services=world.services,
         )
         self._calls: Counter[str] = Counter()
         self._call_index: dict[int, int] = {}
