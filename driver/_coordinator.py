@@ -276,10 +276,10 @@ class JobDriver:
         )
 
     async def _start_for_pass(
-        self, scope_id: str, scope: str | None, input: StartJobRunInput
+        self, scope_id: str, parent: str, scope: str | None, input: StartJobRunInput
     ) -> JobRun:
-        """A handler's ``ctx.start_run``: a start through this drive, on the pass's own scope
-        unless it names another."""
+        """A handler's ``ctx.start_run`` in run ``parent``: a start through this drive, on the
+        pass's own scope unless it names another."""
         return await self.start_job_run(scope_id if scope is None else scope, input)
 
     async def job_runs(self, scope_id: str, filter: JobRunFilter | None = None) -> list[JobRun]:

@@ -282,7 +282,7 @@ class JobPassContext:
         start = StartJobRunInput(
             module_id=module_id, job=job, instance=instance, payload=payload, subject=subject
         )
-        return await self._reach.start(scope, start)
+        return await self._reach.start(self._run.id, scope, start)
 
     async def scope(self) -> SystemScope:
         """The scope through the system door, opened on first call and reused for the pass."""

@@ -10,8 +10,9 @@ import attrs
 from ._services import ServicePort
 from ._values import JobRun, StartJobRunInput
 
-#: Starts (or joins) a run on a scope (None: the scope of the pass that asks) for a pass.
-StartRun: TypeAlias = Callable[[str | None, StartJobRunInput], Awaitable[JobRun]]
+#: Starts (or joins) a run for a pass: handed the asking run's id, the scope (None: the pass's
+#: own) and what to start.
+StartRun: TypeAlias = Callable[[str, str | None, StartJobRunInput], Awaitable[JobRun]]
 
 
 @attrs.frozen

@@ -158,6 +158,17 @@ MISTAKES: dict[str, Mistake] = {
         "failed",
         "write `await ctx.step(...)`",
     ),
+    "handler-raised": Mistake(
+        "your handler",
+        "your handler (or a step body) raised an exception of its own, not the outside world's",
+        "fix the code at the line named (the finding gives the exception's type, file and line)",
+    ),
+    "run-failed": Mistake(
+        "your job",
+        "a run ended failed",
+        "read its last error; if failing is what the job should do in this world, say so with "
+        "@scenario(..., failures_expected=True)",
+    ),
     "run-never-driven": Mistake(
         "your scenario",
         "your scenario started a run that no drive ever drove, so it could not end",

@@ -29,6 +29,7 @@ from ..scenarios._registry import (
     returned_findings,
     returned_lines,
 )
+from ._failures import with_failures
 from ._outcome import Simulation
 from ._run import run_world
 from ._watchdog import allowance
@@ -110,6 +111,7 @@ def simulate(
         # The checks are the user's code too: a loop in one is stopped as a world's would be.
         with allowance(setup.cpu_allowance_s):
             report = with_user_checks(outcome.report, found, outcome.trace)
+    report = with_failures(report, outcome.trace, expected=found.failures_expected)
     simulation = Simulation(
         shown,
         seed,

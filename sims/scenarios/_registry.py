@@ -138,6 +138,8 @@ class Scenario:
     #: The scenario's own plan documents what happens, so each of its faults must fire (False
     #: for a plan drawn from the seed, whose faults may legitimately miss the world).
     faults_must_fire: bool = True
+    #: Runs of this world may end failed, and its handlers may raise: not findings.
+    failures_expected: bool = False
     #: The file that defines the scenario (absolute); None for a built-in scenario.
     source: str | None = None
 
@@ -160,6 +162,7 @@ def scenario(
     checks: Iterable[TraceCheck] = (),
     settles: bool = True,
     faults_must_fire: bool = True,
+    failures_expected: bool = False,
 ) -> Callable[[Drive], Drive]:
     """Register the decorated world-driving function as scenario ``name`` (one word, once in a
     file).
@@ -170,7 +173,9 @@ def scenario(
     are the user's own checks over the trace: each returns one line per violation. Both return
     a list (or any iterable) of strings; anything else is refused. ``settles``
     says every fault is bounded, so every run must have ended. The docstring's first paragraph is
-    the summary ``python -m sims list`` prints.
+    the summary ``python -m sims list`` prints. ``failures_expected`` says runs of this world may
+    end failed and its handlers may raise exceptions of their own; otherwise each is a finding
+    (``handler-raised``, ``run-failed``), named by type, file and line.
 
     A scenario defined in a user's file is run as ``python -m sims run FILE.py:NAME``."""
     if not is_scenario_name(name):
@@ -208,6 +213,7 @@ def scenario(
             checks=checks,
             settles=settles,
             faults_must_fire=faults_must_fire,
+            failures_expected=failures_expected,
             source=source,
         )
         return drive

@@ -184,8 +184,24 @@ def _late_effect(effect: Effect) -> str:
     )
 
 
+def _raised(e: dict[str, Any]) -> str | None:
+    """A handler or a step body that raised, with the exception's type and the user's line;
+    told for exceptions of the user's own code (the outside world's are told by their call)."""
+    text = e.get("raised") if e["ev"] == "hx.end" else e.get("error")
+    if text is None or e.get("outside", True):
+        return None
+    who = f"the body of step {e['step']}" if e["ev"] == "hx.fn.end" else "the handler"
+    where = f" at {e['where']}" if e.get("where") else ""
+    return f"{who} of run {short(e['run'])} RAISED {e['error_type']}{where}: {text}"
+
+
 _TELLERS: dict[str, Teller] = {
-    "world.start": lambda e: f"starts run {short(e['run'])} on {e['scope']}",
+    "hx.end": _raised,
+    "hx.fn.end": _raised,
+    "world.start": lambda e: (
+        f"starts run {short(e['run'])} on {e['scope']}"
+        + (f", for run {short(e['by'])} (its handler's ctx.start_run)" if "by" in e else "")
+    ),
     "world.note": lambda e: str(e["text"]),
     "claim.won": _claim,
     "claim.lost": lambda e: f"loses the claim of run {short(e['run'])} (another drive holds it)",

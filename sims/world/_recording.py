@@ -31,6 +31,7 @@ from driver import (
 )
 from scopehost import describe
 
+from ._raised import raised_fields
 from ._services import CURRENT_STEP
 
 Record = Callable[[str, dict[str, Any]], None]
@@ -120,7 +121,11 @@ class _RecordingContext:
                     value = await value
             except Exception as err:
                 self._emit(
-                    "hx.fn.end", step=name, error=error_text(err), door=err is self.door_error
+                    "hx.fn.end",
+                    step=name,
+                    error=error_text(err),
+                    door=err is self.door_error,
+                    **raised_fields(err),
                 )
                 raise
             finally:
@@ -175,7 +180,11 @@ def recorded_handler(
                 result = await result
         except Exception as err:
             proxy._emit(
-                "hx.end", raised=error_text(err), door=err is proxy.door_error, **_unawaited(ctx)
+                "hx.end",
+                raised=error_text(err),
+                door=err is proxy.door_error,
+                **_unawaited(ctx),
+                **raised_fields(err),
             )
             raise
         proxy._emit("hx.end", **_result_fields(result), **_unawaited(ctx))
@@ -286,4 +295,21 @@ class RecordingJobDriver(JobDriver):
             )
             raise
         self._record("start.result", {"drive": self.name, "scope": scope_id, "run": run.id})
+        return run
+
+    async def _start_for_pass(
+        self, scope_id: str, parent: str, scope: str | None, input: StartJobRunInput
+    ) -> JobRun:
+        # A run a handler started is a run of the world like one the scenario started: the
+        # story, the timeline and the checks find it by its ``world.start``.
+        run = await super()._start_for_pass(scope_id, parent, scope, input)
+        self._record(
+            "world.start",
+            {
+                "drive": self.name,
+                "scope": scope_id if scope is None else scope,
+                "run": run.id,
+                "by": parent,
+            },
+        )
         return run

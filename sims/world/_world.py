@@ -23,6 +23,7 @@ import trio
 
 from driver import (
     JOB_LEASE_ENTRY_MARGIN,
+    JobDefinition,
     JobDriver,
     JobDriveReport,
     JobHandler,
@@ -642,6 +643,32 @@ class World:
         self.jobs[key] = user_job
         for drive in self.drives.values():
             user_job.register(drive)
+
+    def register(self, definition: JobDefinition) -> None:
+        """Register a job as its definition says, the same value a real drive takes
+        (``JobDriver.register``): its handler on every drive, with its retry policy and lease.
+        Refused when the job calls a service this world does not declare. A ``deadline_ms`` is
+        not simulated (the oracle has no model of a cancelled handler): the story says so."""
+        if not isinstance(definition, JobDefinition):
+            raise ValueError(f"register({definition!r}): give a driver.JobDefinition(...)")
+        missing = [name for name in definition.services if not self.services.provides(name)]
+        if missing:
+            raise ValueError(
+                f"job {definition.module_id}/{definition.job} calls {', '.join(missing)}, which "
+                "this world does not declare; declare them in WorldSetup(services=(Service(...),))"
+            )
+        self.add_job(
+            definition.module_id,
+            definition.job,
+            definition.handler,
+            retry=definition.retry,
+            lease_ms=definition.lease_ms,
+        )
+        if definition.deadline_ms is not None:
+            self.note(
+                f"job {definition.module_id}/{definition.job}: its deadline_ms="
+                f"{definition.deadline_ms} is not simulated; its passes run without one here"
+            )
 
     async def start(
         self,
