@@ -435,12 +435,12 @@ class Services:
             key = (service.name, call.operation, given)
         elif operation.idempotency_key is not None and operation.idempotency_key in args:
             key = (service.name, call.operation, json.dumps(args[operation.idempotency_key]))
-            if key in self._first:
-                result = self._first[key]
-                self.world.trace.record(
-                    "svc.exec", {**fields, "result": result, "effect": False, "repeat": True}
-                )
-                return LinkOutcome(copy.deepcopy(result), None, "")
+        if key is not None and key in self._first:
+            result = self._first[key]
+            self.world.trace.record(
+                "svc.exec", {**fields, "result": result, "effect": False, "repeat": True}
+            )
+            return LinkOutcome(copy.deepcopy(result), None, "")
         state = self.state[service.name]
         before = copy.deepcopy(state)
         # The operation gets its own copy of the arguments, and the caller a copy of the result:

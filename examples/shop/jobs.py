@@ -1,0 +1,150 @@
+"""The shop's jobs: the code that ships. It imports the job-run kernel (``driver``) and nothing
+from the simulator: ``world.py`` explores these very handlers, and ``serve.py`` runs them on the
+real scope host against real HTTP services.
+
+- ``order``: charge the order's card, then mail a receipt. A decline is an answer (the customer
+  is told); an outage or a lost answer fails the step, and the pass is retried.
+  - ``order_buggy`` charges without an idempotency key, as code that "worked in testing" does:
+    when the provider charged but its answer was lost (``ServiceTimedOut``), the retry charges the
+    card again.
+  - ``order_fixed`` names the charge with a key made from the order, which the provider remembers:
+    a repeat, from a retry or from another drive that took the run over, is answered with the
+    first charge, never charged again. The receipt is keyed the same way.
+- ``month-end``: starts one ``order`` run per customer (``ctx.start_run``), each in a step of its
+  own: a start joins only a LIVE run, so a retried pass that started a child again after that
+  child had ended would make a second one. The step's memo keeps the retry from starting it at
+  all, and the child's name (the month and the customer) keeps two drives from making two.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from driver import (
+    JobDefinition,
+    JobPassContext,
+    JobPassResult,
+    RetryPolicy,
+    ServiceDeclined,
+)
+
+MODULE = "shop"
+#: How long a call waits for an answer: past it, the call may have run (``ServiceTimedOut``).
+CHARGE_TIMEOUT_MS = 2_000.0
+MAIL_TIMEOUT_MS = 2_000.0
+#: A failed pass is tried again soon, and often: a provider's hiccup is short.
+RETRY = RetryPolicy(max_attempts=10, base_delay_ms=200, max_delay_ms=3_000)
+#: A pass reaches a step boundary well within this; a drive that died holding a run gives it up
+#: to another after it (the default, 15 minutes, would keep a killed serve's runs that long).
+LEASE_MS = 10_000
+
+
+def charge_args(order: dict[str, Any]) -> dict[str, Any]:
+    return {"order": order["order"], "customer": order["customer"], "cents": order["cents"]}
+
+
+async def _receipt(ctx: JobPassContext, order: dict[str, Any], charged: dict[str, Any]) -> None:
+    if "declined" in charged:
+        subject = f"order {order['order']}: your card was declined ({charged['declined']})"
+    else:
+        subject = f"order {order['order']}: receipt for charge {charged['charge']}"
+    await ctx.call_service(
+        "mail",
+        "send",
+        {"to": order["email"], "subject": subject},
+        timeout_ms=MAIL_TIMEOUT_MS,
+        idempotency_key=f"{order['order']}/receipt",
+    )
+
+
+async def order_buggy(ctx: JobPassContext) -> JobPassResult:
+    """THE BUG: the charge carries no idempotency key, so a charge whose answer was lost is made
+    again by the retry."""
+    order = ctx.payload
+
+    async def charge() -> dict[str, Any]:
+        try:
+            answer = await ctx.call_service(
+                "card", "charge", charge_args(order), timeout_ms=CHARGE_TIMEOUT_MS
+            )
+        except ServiceDeclined as declined:
+            return {"declined": declined.code}
+        return {"charge": answer["charge"]}
+
+    charged = await ctx.step("charge", charge)
+    await ctx.step("receipt", lambda: _receipt(ctx, order, charged))
+    return JobPassResult(done=True)
+
+
+async def order_fixed(ctx: JobPassContext) -> JobPassResult:
+    """The fix: the charge is named by the order (``idempotency_key``), so any repeat of it is
+    answered with the first charge."""
+    order = ctx.payload
+
+    async def charge() -> dict[str, Any]:
+        try:
+            answer = await ctx.call_service(
+                "card",
+                "charge",
+                charge_args(order),
+                timeout_ms=CHARGE_TIMEOUT_MS,
+                idempotency_key=f"{order['order']}/charge",
+            )
+        except ServiceDeclined as declined:
+            return {"declined": declined.code}
+        return {"charge": answer["charge"]}
+
+    charged = await ctx.step("charge", charge)
+    await ctx.step("receipt", lambda: _receipt(ctx, order, charged))
+    return JobPassResult(done=True)
+
+
+async def month_end(ctx: JobPassContext) -> JobPassResult:
+    """One order run per customer of the month, each named by the month and the customer."""
+    month = ctx.payload["month"]
+    for customer in ctx.payload["customers"]:
+        order = {
+            "order": f"{month}/{customer['id']}",
+            "customer": customer["id"],
+            "email": customer["email"],
+            "cents": customer["cents"],
+        }
+
+        async def start(order: dict[str, Any] = order) -> str:
+            run = await ctx.start_run(MODULE, "order", instance=order["order"], payload=order)
+            return run.id
+
+        # A step each: a retried pass starts no child twice, even one that has ended since (a
+        # start joins only a live run).
+        await ctx.step(f"start {order['order']}", start)
+    return JobPassResult(done=True)
+
+
+ORDER_BUGGY = JobDefinition(
+    MODULE, "order", order_buggy, retry=RETRY, lease_ms=LEASE_MS, services=("card", "mail")
+)
+ORDER_FIXED = JobDefinition(
+    MODULE, "order", order_fixed, retry=RETRY, lease_ms=LEASE_MS, services=("card", "mail")
+)
+MONTH_END = JobDefinition(MODULE, "month-end", month_end, retry=RETRY, lease_ms=LEASE_MS)
+
+
+def shop_jobs(variant: str) -> tuple[JobDefinition, ...]:
+    """The shop's jobs, with the order job's ``variant`` (``buggy`` or ``fixed``)."""
+    orders = {"buggy": ORDER_BUGGY, "fixed": ORDER_FIXED}
+    if variant not in orders:
+        raise ValueError(f"variant {variant!r}: give 'buggy' or 'fixed'")
+    return orders[variant], MONTH_END
+
+
+def customers(count: int) -> list[dict[str, Any]]:
+    """``count`` customers, their orders' amounts varied; every seventh one's amount is over the
+    card's limit, so that declines happen too."""
+    return [
+        {
+            "id": f"c{index:04}",
+            "email": f"c{index:04}@example.com",
+            "cents": 90_000 if index % 7 == 6 else 1_000 + 37 * index,
+        }
+        for index in range(count)
+    ]

@@ -1,0 +1,104 @@
+"""examples/shop: one job, two worlds. The handlers that ``world.py`` explores are the ones
+``serve.py`` runs on the real scope host against real HTTP services on localhost, and the bug the
+search finds in the world is the bug the real run shows."""
+
+from __future__ import annotations
+
+import ast
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sims import explore_plans
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOP = ROOT / "examples" / "shop"
+
+
+def test_the_shipped_jobs_import_nothing_from_the_simulator() -> None:
+    tree = ast.parse((SHOP / "jobs.py").read_text())
+    imported = [
+        name
+        for node in ast.walk(tree)
+        for name in (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+    ]
+    assert imported, "the test reads no import at all"
+    assert not [name for name in imported if name == "sims" or name.startswith("sims.")]
+
+
+def test_explore_finds_the_buggy_order_job_with_one_fault() -> None:
+    found = explore_plans("examples/shop/world.py:order-buggy")
+    assert found is not None
+    assert len(found.plan.faults) == 1
+    assert "charged 2 times" in " ".join(v.text for v in found.simulation.report.violations)
+
+
+def test_explore_finds_nothing_in_the_fixed_order_job_and_the_fan_out() -> None:
+    # 2000 worlds of each are measured in docs/simulating-your-jobs.md; CI searches fewer.
+    assert explore_plans("examples/shop/world.py:order-fixed", max_examples=300) is None
+    assert explore_plans("examples/shop/world.py:month-end", max_examples=100) is None
+
+
+def serve(data: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "examples.shop.serve", "--data", str(data), *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def finished(process: subprocess.Popen[str]) -> tuple[int, str]:
+    out, _ = process.communicate(timeout=240)
+    return process.returncode, out
+
+
+def test_serve_charges_every_order_once_with_the_fixed_job(tmp_path: Path) -> None:
+    code, out = finished(serve(tmp_path, "--orders", "14"))
+    assert code == 0, out
+    assert "12 orders charged once, 0 charged more than once, 0 never charged, 2 declined" in out
+    assert "answers dropped after the work" in out
+
+
+def test_serve_shows_the_bug_explore_found_with_the_buggy_job(tmp_path: Path) -> None:
+    code, out = finished(serve(tmp_path, "--orders", "14", "--variant", "buggy"))
+    assert code == 1, out
+    assert "was charged 2 times" in out or "was charged 3 times" in out, out
+    assert "WRONG: an order was not charged exactly once" in out
+
+
+def charges(data: Path) -> int:
+    database = data / "card.sqlite3"
+    if not database.exists():
+        return 0
+    conn = sqlite3.connect(database)
+    try:
+        return int(conn.execute("SELECT count(*) FROM charges").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0  # not created yet
+    finally:
+        conn.close()
+
+
+def test_serve_killed_part_way_and_started_again_charges_nothing_twice(tmp_path: Path) -> None:
+    first = serve(tmp_path, "--orders", "20")
+    deadline = time.monotonic() + 120
+    while charges(tmp_path) < 5 and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert first.poll() is None, "serve ended before it could be killed part-way"
+    first.send_signal(signal.SIGKILL)
+    out, _ = first.communicate(timeout=30)
+    assert first.returncode == -signal.SIGKILL
+    code, out = finished(serve(tmp_path, "--orders", "20"))
+    assert code == 0, out
+    assert "0 charged more than once, 0 never charged" in out
