@@ -116,7 +116,7 @@ def test_the_card_world_pays_once_under_the_sections_plan(
 def test_the_card_world_without_its_key_would_pay_twice(card_world: Path) -> None:
     # The check the section uses can fail: the same world with a provider that keys nothing.
     text = card_world.read_text(encoding="utf-8")
-    unkeyed = 'Operation(charge, idempotency_key="key")'
+    unkeyed = "Operation(charge, idempotent=True)"
     assert unkeyed in text
     card_world.with_name("unkeyed.py").write_text(text.replace(unkeyed, "charge"))
     plan = next(words for words in commands(SERVICES) if "worlds/card.py:pay" in words)[-1]

@@ -7,12 +7,13 @@ the service did.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from driver import ValidationFailed
+from driver import ServiceDeclined, ValidationFailed
 from sims import (
     NO_FAULTS,
     CrashAfter,
@@ -497,3 +498,149 @@ def test_a_bad_call_raises_in_the_handler_with_its_remedy(
 async def test_a_call_without_a_context_says_what_to_pass() -> None:
     with pytest.raises(TypeError, match=r"ctx is None; pass the context your handler was given"):
         await call_service(None, "bank", "pay")  # type: ignore[arg-type]
+
+
+# -- a state that is no value, a key that is no str -------------------------------------------
+
+#: The end of every refusal of a service's state.
+PLAIN = (
+    "; the world copies a service's state before each call and compares the copy after it, to "
+    "tell an effect from a read: keep plain data in a service's state (dicts, lists, str, "
+    "numbers, True, False, None), or values of classes that compare and copy by value "
+    "(@attrs.frozen, @dataclass)"
+)
+
+
+class Client:
+    """A provider's client, as a state might keep one: equal only to itself."""
+
+
+def locked() -> dict[str, Any]:
+    return {"paid": [], "lock": threading.Lock()}
+
+
+def with_a_client() -> dict[str, Any]:
+    return {"clients": [Client()]}
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        # It failed at the first call, with "cannot pickle '_thread.lock' object", naming nothing.
+        (
+            locked,
+            "Service('bank', state=locked): state['lock'] is a _thread.lock, which cannot be "
+            "copied (cannot pickle '_thread.lock' object)",
+        ),
+        # It made every call, reads too, an effect.
+        (
+            with_a_client,
+            "Service('bank', state=with_a_client): state['clients'][0] is a "
+            f"{__name__}.Client, which is not equal to a copy of itself (it compares by "
+            "identity), so every call, reads too, would be an effect",
+        ),
+        (
+            lambda: {"rate": float("nan")},
+            "Service('bank', state=<lambda>): state['rate'] is nan, which is not equal to "
+            "itself, so every call would be an effect",
+        ),
+    ],
+)
+def test_a_state_that_does_not_copy_or_compare_by_value_is_refused_where_it_is_declared(
+    state: Callable[[], Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=r"^Service\('bank', state=") as caught:
+        Service("bank", operations={"pay": pay, "look": look}, state=state)
+    assert str(caught.value) == message + PLAIN
+
+
+def test_an_operation_that_puts_a_lock_in_the_state_stops_the_world_naming_the_service() -> None:
+    def keep_a_lock(state: dict[str, Any], args: dict[str, Any]) -> None:
+        state["lock"] = threading.Lock()
+
+    service = Service("bank", operations={"lock": keep_a_lock, "look": look})
+
+    async def handler(ctx: JobPassContext) -> JobPassResult:
+        await call_service(ctx, "bank", "lock", {})
+        await call_service(ctx, "bank", "look", {})
+        return JobPassResult(done=True)
+
+    with pytest.raises(BaseExceptionGroup) as caught:  # the world's nurseries'
+        world(handler, services=(service,))
+    leaf: BaseException = caught.value
+    while isinstance(leaf, BaseExceptionGroup):
+        (leaf,) = leaf.exceptions
+    assert isinstance(leaf, ValueError)
+    assert str(leaf) == (
+        "service 'bank', before its bank.look call: state['lock'] is a _thread.lock, which "
+        "cannot be copied (cannot pickle '_thread.lock' object)" + PLAIN
+    )
+
+
+@pytest.mark.parametrize(
+    "key",
+    [{"b": 1, "a": 2}, 5, None, "", "k" * 256],
+    ids=["a dict", "an int", "None", "empty", "too long"],
+)
+def test_an_idempotency_key_that_is_no_str_is_refused_in_the_handler(key: object) -> None:
+    # It used to be taken as written (json.dumps): the same dict in another key order, or 5 for
+    # "5", was another key, and a repeat ran again.
+    raised: list[BaseException] = []
+
+    async def handler(ctx: JobPassContext) -> JobPassResult:
+        try:
+            await call_service(ctx, "bank", "pay_once", {"order": key})
+        except ValidationFailed as error:
+            raised.append(error)
+        return JobPassResult(done=True)
+
+    outcome = world(handler)
+    assert str(raised[0]) == (
+        f"call_service('bank', 'pay_once').args['order'] is {key!r}, the call's idempotency key "
+        "(Operation(..., idempotency_key='order')); a key is a non-empty str of at most 255 "
+        "characters, compared as it is written (a dict in another order, 5 and '5' are other "
+        "keys): build it from what names the effect, the same in every pass, such as "
+        "f'{ctx.run.id}/STEP' (the run's id and the step's name) or the order's id"
+    )
+    assert events(outcome, "svc.send") == []  # refused before anything left
+
+
+def test_a_call_key_is_answered_from_its_first_result_by_an_idempotent_operation() -> None:
+    answers: list[Any] = []
+    keyed = Service("card", operations={"charge": Operation(pay, idempotent=True)})
+
+    async def handler(ctx: JobPassContext) -> JobPassResult:
+        for key in ("o-1/charge", "o-1/charge", "o-2/charge"):
+            answers.append(
+                await ctx.call_service("card", "charge", {"order": key}, idempotency_key=key)
+            )
+        return JobPassResult(done=True)
+
+    outcome = world(handler, services=(keyed,))
+    assert answers == [{"charge": "ch-1"}, {"charge": "ch-1"}, {"charge": "ch-2"}]
+    sent = [e.get("key") for e in outcome.trace.of("svc.send")]
+    assert sent == ["o-1/charge", "o-1/charge", "o-2/charge"]
+    execs = [(e["effect"], e.get("repeat", False)) for e in outcome.trace.of("svc.exec")]
+    assert execs == [(True, False), (False, True), (True, False)]
+
+
+def test_a_decline_is_an_answer_named_after_its_call_and_undoes_what_it_wrote() -> None:
+    def charge(state: dict[str, Any], args: dict[str, Any]) -> None:
+        state["tried"] = True  # undone: a decline did not run
+        raise ServiceDeclined("over the limit", code="card_declined")
+
+    declined: list[ServiceDeclined] = []
+
+    async def handler(ctx: JobPassContext) -> JobPassResult:
+        try:
+            await ctx.call_service("card", "charge", {"cents": 90_000}, timeout_ms=1_000)
+        except ServiceDeclined as no:
+            declined.append(no)
+        return JobPassResult(done=True)
+
+    outcome = world(handler, services=(Service("card", operations={"charge": charge}),))
+    [no] = declined
+    assert (no.code, no.service, no.operation) == ("card_declined", "card", "charge")
+    [executed] = outcome.trace.of("svc.exec")
+    assert (executed["declined"], executed["effect"]) == (True, False)
+    assert [e["op"] for e in outcome.trace.of("svc.reply")] == ["card.charge"]
