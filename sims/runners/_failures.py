@@ -48,8 +48,8 @@ def _raised(trace: Trace) -> list[Finding]:
     times: dict[tuple[str, str, str], int] = {}
     for event in trace.of("hx.fn.end", "hx.end"):
         text = event.get("error") if event["ev"] == "hx.fn.end" else event.get("raised")
-        if text is None or event.get("outside", True):
-            continue
+        if text is None or event.get("outside", True) or event.get("where") is None:
+            continue  # the outside world's, or raised in no code of the user's
         key = (event["run"], str(event["error_type"]), str(event.get("where")))
         if key not in first:
             first[key] = {**event, "text": text}
@@ -58,7 +58,6 @@ def _raised(trace: Trace) -> list[Finding]:
     findings = []
     for key, event in first.items():
         run, error_type, where = key
-        place = "a frame outside your code" if where == "None" else where
         step = f"the body of step {event['step']!r}" if "step" in event else "the handler"
         passes = times.get(key, 1)
         again = f", in {passes} passes" if passes > 1 else ""
@@ -68,7 +67,7 @@ def _raised(trace: Trace) -> list[Finding]:
                 "violation",
                 run,
                 event["t"],
-                f"{step} of run {short(run)} raised {error_type} at {place}{again}: "
+                f"{step} of run {short(run)} raised {error_type} at {where}{again}: "
                 f"{event['text']}",
             )
         )
@@ -76,14 +75,28 @@ def _raised(trace: Trace) -> list[Finding]:
 
 
 def _failed(trace: Trace) -> list[Finding]:
-    return [
-        Finding(
-            "run-failed",
-            "violation",
-            event["run"],
-            event["t"],
-            f"run {short(event['run'])} ended failed: {event.get('error') or 'no error given'}",
-        )
-        for event in trace.of("pass.outcome")
-        if event["status"] == "failed" and event["written"]
-    ]
+    """The runs the world ended with ``failed``, however they got there (a pass that failed for
+    the last time, a takeover that spent the last attempt, admission misses), each placed at the
+    last event of the run before the world ended."""
+    last_t: dict[str, float] = {}
+    for event in trace.events:
+        if "run" in event and event["ev"] != "world.end":
+            last_t[str(event["run"])] = event["t"]
+    findings = []
+    for event in trace.of("world.end"):
+        for rows in event["runs"].values():
+            for row in rows:
+                if row["status"] != "failed":
+                    continue
+                run = str(row["id"])
+                error = row.get("last_error") or "no error given"
+                findings.append(
+                    Finding(
+                        "run-failed",
+                        "violation",
+                        run,
+                        last_t.get(run, event["t"]),
+                        f"run {short(run)} ({row['module_id']}/{row['job']}) ended failed: {error}",
+                    )
+                )
+    return findings
