@@ -45,6 +45,29 @@ from ._watch import Changed, FileWatch, changed_file_message
 
 #: SQLite's primary result codes of a file that failed: SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_FULL.
 _DISK_FAILURES = frozenset({10, 11, 13})
+_CORRUPT, _FULL = 11, 13
+
+
+def disk_remedy(code: int, scope_id: str) -> str:
+    """What to do about a file that failed, by SQLite's code: a damaged file is not mended by
+    reopening it, a full disk is, once it has room."""
+    if code == _CORRUPT:
+        return (
+            "the file itself is damaged, and reopening it opens the same damage — restore a "
+            "backup (put it at the scope's path as a new file, then call "
+            f"evict({scope_id!r}) on the scope host), or check it with sqlite3 FILE "
+            "'PRAGMA integrity_check'"
+        )
+    if code == _FULL:
+        return (
+            f"make room on its disk, then call evict({scope_id!r}) on the scope host (the next "
+            "call reopens the file)"
+        )
+    return (
+        f"once the disk is sound, call evict({scope_id!r}) on the scope host (the next call "
+        "reopens the file)"
+    )
+
 
 #: Closes a scope's database; with what its watch found when its file was written behind it.
 CloseDatabase = Callable[[ScopeDatabase, Changed | None], None]
@@ -102,8 +125,10 @@ class ScopeActor:
         #: them written behind it (the actor then serves nothing more).
         self._watch: FileWatch | None = None
         self._changed: str | None = None
-        #: What SQLite said when the scope's file failed under an operation (``_disk_checked``).
+        #: What SQLite said when the scope's file failed under an operation (``_disk_checked``),
+        #: and what to do about it.
         self._disk_failed: str | None = None
+        self._disk_remedy = ""
         #: Heavy operations go to a worker thread (only under the wall clock; see ``_heavy``).
         self._offload = runs_on_the_wall_clock()
         self._on_idle = on_idle
@@ -287,8 +312,7 @@ class ScopeActor:
             return ScopeDiskFailed(
                 f"{message.operation} on scope {self.scope_id!r} did not run: its file "
                 f"{self._file_path} failed under an earlier operation ({self._disk_failed}); "
-                f"once the disk is sound, call evict({self.scope_id!r}) on the scope host (the "
-                "next call reopens the file)"
+                f"{self._disk_remedy}"
             )
         if self._changed is not None:
             assert self._file_path is not None
@@ -360,9 +384,12 @@ class ScopeActor:
             # Of the same type, so a caller can tell a lost file (ScopeFileGone) from the rest.
             return type(failure)(f"{message.operation} did not run: {failure}")
         if failure is not None:
+            where = f" file {self._file_path}" if self._file_path is not None else ""
             return ScopeUnavailable(
-                f"{message.operation} on scope {self.scope_id!r} did not run: its database "
-                f"would not open ({type(failure).__name__}: {failure})"
+                f"{message.operation} on scope {self.scope_id!r} did not run: its database"
+                f"{where} would not open ({type(failure).__name__}: {failure}); nothing was "
+                "written, and the next call tries to open it again — if its disk is full or "
+                "failing, make room or mend it first (SQLite says 'disk I/O error' for both)"
             )
         if self.evicted:
             return self._evicted_error(message)
@@ -382,12 +409,12 @@ class ScopeActor:
         if code & 0xFF not in _DISK_FAILURES:
             return outcome
         self._disk_failed = f"{type(error).__name__}: {error}"
+        self._disk_remedy = disk_remedy(code & 0xFF, self.scope_id)
         failed = ScopeDiskFailed(
             f"{message.operation} on scope {self.scope_id!r}: SQLite reported that its file "
             f"{self._file_path or '(in memory)'} failed ({self._disk_failed}), so whether the "
-            "operation was written is not known; the scope serves no further call until the "
-            f"disk is sound and you call evict({self.scope_id!r}) on the scope host (the next "
-            "call reopens the file)"
+            f"operation was written is not known; the scope serves no further call: "
+            f"{self._disk_remedy}"
         )
         failed.__cause__ = error
         return LinkOutcome(None, failed, outcome.executed_at)

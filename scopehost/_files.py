@@ -67,12 +67,20 @@ class OpenedFiles:
         the scope (``kept_log`` None) belongs to whoever wrote it and stays. The index (``-shm``)
         stays too: another connection may be using it, and the next connection to open the file
         alone rebuilds it from the log it finds."""
-        aside = _beside(self.path, "-closing")
-        os.replace(self.path, aside)
+        # A name of this process's own: another host on the directory may be closing the same
+        # file the same way at the same moment.
+        aside = _beside(self.path, f"-closing-{os.getpid()}")
         try:
+            os.replace(self.path, aside)
+        except FileNotFoundError:
+            # Another host has it aside already: the path names no file, so SQLite does not
+            # fold into it on this close either.
             connection.close()
-        finally:
-            os.replace(aside, self.path)
+        else:
+            try:
+                connection.close()
+            finally:
+                os.replace(aside, self.path)
         log = _beside(self.path, "-wal")
         if kept_log is not None and self.log is not None and identity(log) == self.log:
             os.replace(log, kept_log)

@@ -207,8 +207,29 @@ def kept_log_path(database: Path) -> Path:
 
 
 def note_changed(database: Path, found: str, kept: Path | None) -> None:
-    """Leave the note that refuses the file until somebody evicts the scope."""
-    note_path(database).write_text(f"{CHANGED}\n{found}\n{'' if kept is None else kept}\n")
+    """Leave the note that refuses the file until somebody evicts the scope. A note another host
+    left first keeps what that host found, and the logs kept aside add up: each host on the
+    directory that closes on the change may keep one."""
+    note = note_path(database)
+    lines = _note_lines(database)
+    if lines and lines[0] == CHANGED:
+        found, logs = lines[1], lines[2:]
+    else:
+        logs = []
+    if kept is not None:
+        logs.append(str(kept))
+    note.write_text("\n".join([CHANGED, found, *logs]) + "\n")
+
+
+def _note_lines(database: Path) -> list[str]:
+    """The note's lines: its state, what was found, then each log kept aside (none, or more)."""
+    try:
+        text = note_path(database).read_text()
+    except FileNotFoundError:
+        return []
+    state, _, rest = text.partition("\n")
+    found, _, logs = rest.partition("\n")
+    return [state, found, *(log for log in logs.split("\n") if log)]
 
 
 def accept_changed(database: Path) -> None:
@@ -220,12 +241,9 @@ def accept_changed(database: Path) -> None:
 def changed_file_message(scope_id: str, path: Path) -> str:
     """Why a scope whose file was written behind it refuses a call: what was found, where its own
     log is, and what to do."""
-    try:
-        lines = note_path(path).read_text().split("\n")
-    except FileNotFoundError:
-        lines = []
+    lines = _note_lines(path)
     found = lines[1] if len(lines) > 1 and lines[1] else "written behind SQLite"
-    kept = lines[2] if len(lines) > 2 and lines[2] else ""
+    kept = " and ".join(lines[2:])
     log = (
         f"its own log, with every write it acknowledged since its last checkpoint, was moved "
         f"aside to {kept}; "
@@ -233,7 +251,7 @@ def changed_file_message(scope_id: str, path: Path) -> str:
         else "its log was left as found; "
     )
     undo = (
-        f"; if nothing was put there after all, move {kept} back to {path}-wal first, then "
+        f"; if nothing was put there after all, move {lines[-1]} back to {path}-wal first, then "
         f"evict({scope_id!r})"
         if kept
         else ""
@@ -269,8 +287,11 @@ def check_noted(connection: sqlite3.Connection | None, path: Path, scope_id: str
         )
         raise ScopeFileChanged(
             f"scope {scope_id!r}: its database file {path}, put there while the scope had it "
-            f"open, fails its check ({found}); nothing was read or written — put a whole file "
-            f"there (a backup taken while its scope was closed, or with its -wal), then "
-            f"evict({scope_id!r}) on the scope host"
+            f"open, fails its check ({found}); nothing was read or written — a copy written in "
+            "place is damaged when another host on the directory went on writing the scope "
+            "meanwhile (its checkpoints land in the copy), or when the copy was taken from a "
+            "file in use without its -wal; put a whole file there as a new file (a backup taken "
+            f"while its scope was closed, or with its -wal), then evict({scope_id!r}) on the "
+            "scope host, on every host serving the directory"
         )
     note.unlink(missing_ok=True)

@@ -22,6 +22,7 @@ from scopehost import (
     StoreClock,
     open_scope_host,
 )
+from scopehost._files import OpenedFiles
 from scopehost._host import ScopeHost
 
 from .async_support import new_row
@@ -246,3 +247,45 @@ async def test_two_hosts_serving_one_scope_never_take_each_other_for_a_change(
         assert len(await first.stub("s1").invoke("items", {})) == 30
         assert len(await second.stub("s1").invoke("items", {})) == 30
     assert integrity(tmp_path / "s1.sqlite3") == "ok"
+
+
+async def test_two_hosts_on_a_copied_file_both_refuse_and_the_note_keeps_the_kept_log(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path, backup_of_thirty: Path
+) -> None:
+    path = tmp_path / "s1.sqlite3"
+    kept = tmp_path / "s1.sqlite3-wal.kept"
+    async with (
+        open_scope_host(tmp_path, clock=StoreClock()) as first,
+        open_scope_host(tmp_path, clock=StoreClock()) as second,
+    ):
+        await start_runs(first, "01RUNB", 30)
+        fold(path)
+        assert len(await run_ids(first)) == 60  # each has looked since the fold
+        assert len(await run_ids(second)) == 60
+        shutil.copyfile(backup_of_thirty, path)
+        first_refusal = re.escape(changed_message("list", path, REWRITTEN, kept))
+        with pytest.raises(ScopeFileChanged, match=f"^{first_refusal}$"):
+            await first.stub("s1").list(JobRunFilter())
+        # The second host finds its log moved aside by the first: it refuses too, and the note
+        # still says what the first found and where the log went.
+        with pytest.raises(ScopeFileChanged, match=f"^{first_refusal}$"):
+            await second.stub("s1").list(JobRunFilter())
+        assert kept.exists()
+        first.evict("s1")
+        second.evict("s1")
+        assert len(await run_ids(first)) == 30
+        assert len(await run_ids(second)) == 30
+    assert integrity(path) == "ok"
+
+
+def test_a_close_without_folding_survives_another_host_having_the_file_aside(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s1.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE t (x)")
+    opened = OpenedFiles.of(path)
+    path.rename(tmp_path / "s1.sqlite3-closing-elsewhere")  # another host's close, under way
+    opened.close_unfolded(conn, None)  # no FileNotFoundError, and nothing folded anywhere
+    assert not path.exists()
