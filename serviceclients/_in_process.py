@@ -51,6 +51,8 @@ class InProcessServices:
                     f"InProcessServices: service {service!r} is {operations!r}; give a dict of "
                     "operation names to functions fn(args) -> result"
                 )
+            for name, fn in operations.items():
+                _check_one_argument(service, name, fn)
         self._services = {name: dict(operations) for name, operations in services.items()}
         self._remember = remember_keys
         self._answered: dict[tuple[str, str, str], Any] = {}
@@ -67,25 +69,28 @@ class InProcessServices:
         if self._remember and call.idempotency_key is not None:
             key = (call.service, call.operation, call.idempotency_key)
             if key in self._answered:
-                return loads(self._answered[key])
-        try:
-            with trio.fail_after(_seconds(call.timeout_ms)):
-                result = operation(dict(call.args))
-                if inspect.isawaitable(result):
-                    result = await result
-        except trio.TooSlowError:
+                return self._answered[key].result(call)
+        # The operation runs to its end in a task of its own, as a provider goes on with a
+        # request whose caller gave up: its answer is remembered by its key all the same, so a
+        # repeat after a timeout is answered, never run again.
+        answer = _Answer()
+        trio.lowlevel.spawn_system_task(
+            answer.run, operation, dict(call.args), name=f"in-process {call.name}"
+        )
+        with trio.move_on_after(_seconds(call.timeout_ms)):
+            await answer.done.wait()
+        if not answer.done.is_set():
+            if key is not None:
+                self._answered[key] = answer  # its result, whenever it comes
             raise ServiceTimedOut(
-                f"{call.name} gave no answer within {call.timeout_ms:g} ms",
+                f"{call.name} gave no answer within {call.timeout_ms:g} ms; it may have run, or "
+                "may still run",
                 service=call.service,
                 operation=call.operation,
-            ) from None
-        except (ServiceDeclined, ServiceUnavailable, ServiceTimedOut) as answered:
-            _name(answered, call)
-            raise
-        text = dumps(result)
-        if key is not None:
-            self._answered[key] = text
-        return loads(text)
+            )
+        if key is not None and not isinstance(answer.error, ServiceUnavailable):
+            self._answered[key] = answer  # a refusal for now is not an answer to remember
+        return answer.result(call)
 
     def _operation(self, call: ServiceCall) -> InProcessOperation:
         operations = self._services.get(call.service)
@@ -106,6 +111,57 @@ class InProcessServices:
                 code="no_such_operation",
             )
         return found
+
+
+def _check_one_argument(service: str, name: str, fn: InProcessOperation) -> None:
+    """An operation here is called ``fn(args)``; a world's is ``fn(state, args)``, and handing one
+    over as it is would fail only at its first call."""
+    try:
+        inspect.signature(fn).bind({})
+    except TypeError:
+        raise ValueError(
+            f"InProcessServices: operation {name!r} of service {service!r} ({fn!r}) cannot be "
+            "called with one argument: an operation here is fn(args) -> result (a simulated "
+            "world's is fn(state, args)); wrap it, such as functools.partial(fn, state)"
+        ) from None
+    except ValueError:
+        pass  # a builtin without a signature: trusted
+
+
+class _Answer:
+    """An operation's outcome, once it has run: a result (as JSON) or what it raised."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.text: str | None = None
+        self.error: BaseException | None = None
+
+    async def run(self, operation: InProcessOperation, args: dict[str, Any]) -> None:
+        try:
+            result = operation(args)
+            if inspect.isawaitable(result):
+                result = await result
+            self.text = dumps(result)
+        except Exception as error:
+            self.error = error
+        finally:
+            self.done.set()
+
+    def result(self, call: ServiceCall | None = None) -> Any:
+        """The answer, for the call that made it or a repeat of its key. An answer not come yet
+        (a repeat while the first still runs) is, for the repeat, no answer in time either."""
+        if not self.done.is_set():
+            raise ServiceUnavailable(
+                "the first call with this key is still running; try again later",
+                service=call.service if call else "",
+                operation=call.operation if call else "",
+            )
+        if self.error is not None:
+            if call is not None and isinstance(self.error, ServiceError):
+                _name(self.error, call)
+            raise self.error
+        assert self.text is not None
+        return loads(self.text)
 
 
 def _seconds(timeout_ms: float | None) -> float:

@@ -12,8 +12,11 @@ real scope host against real HTTP services.
     first charge, never charged again. The receipt is keyed the same way.
 - ``month-end``: starts one ``order`` run per customer (``ctx.start_run``), each in a step of its
   own: a start joins only a LIVE run, so a retried pass that started a child again after that
-  child had ended would make a second one. The step's memo keeps the retry from starting it at
-  all, and the child's name (the month and the customer) keeps two drives from making two.
+  child had ended would make a second one. The step's memo keeps a retry from starting it again.
+  It cannot stop a pass that lost its lease from running a step body once more (the spec's
+  at-least-once window): such a stale pass may start a second run of an order that has ended.
+  What keeps the money right then is the charge's idempotency key, made from the order, which the
+  second run repeats, and the provider answers without charging.
 """
 
 from __future__ import annotations
@@ -114,8 +117,8 @@ async def month_end(ctx: JobPassContext) -> JobPassResult:
             run = await ctx.start_run(MODULE, "order", instance=order["order"], payload=order)
             return run.id
 
-        # A step each: a retried pass starts no child twice, even one that has ended since (a
-        # start joins only a live run).
+        # A step each: a retried pass starts no child again, even one that has ended since (a
+        # start joins only a live run). A stale pass may; the order's keys make that harmless.
         await ctx.step(f"start {order['order']}", start)
     return JobPassResult(done=True)
 

@@ -31,6 +31,8 @@ class Conclusions:
     #: scope (``drive.call``): a run started after its scope's last drive call was never driven.
     started_t: dict[str, float]
     last_drive_t: dict[str, float]
+    #: The run whose handler started each run a handler started (``world.start``'s ``by``).
+    started_by: dict[str, str]
 
     def violation(self, check: str, run: str | None, t: float, text: str) -> None:
         raise NotImplementedError
@@ -64,6 +66,10 @@ class Conclusions:
     def on_drive_call(self, event: dict[str, Any]) -> None:
         self.last_drive_t[event["scope"]] = event["t"]
 
+    def on_world_start(self, event: dict[str, Any]) -> None:
+        if "by" in event:
+            self.started_by[event["run"]] = str(event["by"])
+
     def never_driven(self, scope: str, run_id: str) -> bool:
         """Whether no drive was called on the run's scope after the run was started (and none
         claimed it): a run left running so is the scenario's mistake, told with its remedy (the
@@ -80,6 +86,20 @@ class Conclusions:
             else f"no drive was called on its scope {scope} after that (the last call was at "
             f"{ms(last)} ms)"
         )
+        parent = self.started_by.get(run_id)
+        if parent is not None:
+            self.explained(
+                "runs-settle",
+                run_id,
+                self.end_t,
+                f"run {short(run_id)} was started at {ms(started)} ms by the handler of run "
+                f"{short(parent)} (ctx.start_run), and {driven}, so it is still running at the "
+                "end; not the scenario's mistake: a start in a step body runs at least once, "
+                "and a pass that lost its lease may start a child again after the first one "
+                "ended (a start joins only a live run). On a real host the drives that go on "
+                "ticking run it; if a second child is a bug for your job, check for it",
+            )
+            return True
         self.violation(
             "run-never-driven",
             run_id,

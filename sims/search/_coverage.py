@@ -49,10 +49,11 @@ _SERVICE_EVENTS = {
     "svc.late": "a reply that came after its caller gave up",
     "svc.abandon": "a request its caller gave up on, still on the wire",
 }
-_REFUSED = "a request the service refused"
+_REFUSED = "a request the service refused for now"
+_DECLINED = "a request the service declined (an answer)"
 #: The outside world's windows, in the order a report lists them: named only for a search whose
 #: worlds called a service.
-SERVICE_WINDOWS = (*_SERVICE_EVENTS.values(), _REFUSED)
+SERVICE_WINDOWS = (*_SERVICE_EVENTS.values(), _REFUSED, _DECLINED)
 
 #: The fault events that strike one service call (a crash names the call it struck after).
 _STRIKES = ("fault.delay", "fault.drop", "fault.hold", "fault.late", "fault.crash")
@@ -86,8 +87,11 @@ def features_of(simulation: Simulation) -> frozenset[str]:
         for event, name in _SERVICE_EVENTS.items():
             if trace.counts.get(event):
                 found.add(f"window:{name}")
-        if any("refused" in event for event in trace.of("svc.exec")):
+        executed = list(trace.of("svc.exec"))
+        if any("refused" in event and not event.get("declined") for event in executed):
             found.add(f"window:{_REFUSED}")
+        if any(event.get("declined") for event in executed):
+            found.add(f"window:{_DECLINED}")
     fired = set(simulation.outcome.setup.plan.faults) - set(simulation.outcome.unfired)
     found.update(f"fault:{type(fault).__name__}" for fault in fired)
     found.update(f"probe:{name}" for name, _ in report.probes)

@@ -43,6 +43,7 @@ KIND_LABELS = {
     "read": "read",
     "repeat": "repeat (idempotency key)",
     "refused": "refused",
+    "declined": "declined (an answer)",
     None: "never ran",
 }
 
@@ -64,6 +65,8 @@ def kind_words(call: ServiceCall) -> str:
         )
     if call.kind == "refused":
         return f"refused ({call.refused}): it did not run"
+    if call.kind == "declined":
+        return f"DECLINED ({call.refused}): an answer; it did not run, and will not if asked again"
     return "it never ran"
 
 
@@ -124,7 +127,7 @@ def call_sentence(call: ServiceCall, short: Shorten) -> str:
     fate = fate_words(call)
     if call.ran_at is None:
         return f"{head}, sent at {ms(call.sent_at)} ms, never ran: {fate}"
-    if call.kind == "refused":
+    if call.kind in ("refused", "declined"):
         text = f"{head} reached {call.service} at {ms(call.ran_at)} ms: {kind_words(call)}"
     else:
         text = f"{head} ran at {ms(call.ran_at)} ms: {kind_words(call)}"
@@ -219,7 +222,10 @@ class CallReader:
 
     def ran(self, call: ServiceCall, event: dict[str, Any]) -> None:
         call.ran_at = t = float(event["t"])
-        if "refused" in event:
+        if event.get("declined"):
+            code = f", code {event['code']}" if event.get("code") else ""
+            call.kind, call.refused = "declined", f"{event['refused']}{code}"
+        elif "refused" in event:
             call.kind, call.refused = "refused", str(event["refused"])
         elif event.get("repeat"):
             call.kind = "repeat"

@@ -232,7 +232,21 @@ def _service_items() -> list[tuple[str, Callable[[float, float], str], str]]:
         (
             "svc-refused",
             lambda x, y: cross(x, y, 4, REFUSAL, ""),
-            "call the service refused (not run)",
+            "call the service refused for now (not run)",
+        ),
+        (
+            "svc-declined",
+            lambda x, y: element(
+                "rect",
+                x=x - 3.5,
+                y=y - 3.5,
+                width=7,
+                height=7,
+                fill=REFUSAL,
+                stroke=blue,
+                stroke_width=1,
+            ),
+            "call the service declined: an answer (not run, and will not be)",
         ),
         (
             "svc-lost",

@@ -189,7 +189,8 @@ class ServiceCall:
     owner: str | None = None
     ran_at: float | None = None
     #: What it was at the service: "effect", "read", "repeat" (an idempotency key answered it
-    #: with the first result) or "refused"; None while it has not run.
+    #: with the first result), "refused" (not now) or "declined" (an answer: no); None while it
+    #: has not run.
     kind: str | None = None
     refused: str | None = None
     replied_at: float | None = None

@@ -134,6 +134,11 @@ class ServiceLanes(Sheet):
             )  # fmt: skip
         elif kind == "svc-refused":
             glyph = cross(x, mid, 4, REFUSAL, title)
+        elif kind == "svc-declined":
+            glyph = element(
+                "rect", title=title, x=x - 3.5, y=mid - 3.5, width=7, height=7, fill=REFUSAL,
+                stroke=color, stroke_width=1,
+            )  # fmt: skip
         else:
             glyph = element(
                 "circle", title=title, cx=x, cy=mid, r=3.5, fill="none", stroke="#888888",

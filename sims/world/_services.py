@@ -50,6 +50,7 @@ from scopehost._network import withdraw
 
 from ..faults._plan import ServiceOutage
 from ._fence import DriveKilled, Incarnation, current_incarnation
+from ._service_values import check_key_argument, check_state, copied_state
 
 if TYPE_CHECKING:
     from driver import JobPassContext
@@ -145,6 +146,7 @@ class Service:
                 f"Service({self.name!r}, state={self.state!r}); give a function that makes the "
                 "service's state, such as dict"
             )
+        check_state(self.name, self.state, self.state())
         _check_latency(self.name, self.latency_ms)
         refuses = self.refuses
         number = isinstance(refuses, int | float) and not isinstance(refuses, bool)
@@ -262,6 +264,7 @@ class Services:
         service, operation, timeout_ms = request.service, request.operation, request.timeout_ms
         run, key = request.run_id, request.idempotency_key
         found = self._check(service, operation)
+        check_key_argument(found.operation(operation).idempotency_key, request)
         name = request.name
         sent = dict(request.args)
         incarnation = current_incarnation()
@@ -414,8 +417,10 @@ class Services:
             except ServiceDeclined as declined:
                 # An answer: it did not run and will not, and its reply is a reply like any.
                 said = str(declined) or f"{call.operation} declined the request"
+                code = {"code": declined.code} if declined.code else {}
                 trace.record(
-                    "svc.exec", {**fields, "refused": said, "declined": True, "effect": False}
+                    "svc.exec",
+                    {**fields, "refused": said, "declined": True, **code, "effect": False},
                 )
                 return LinkOutcome(None, _named(declined, fields), "")
         trace.record("svc.exec", {**fields, "refused": refusal, "effect": False})
@@ -442,7 +447,7 @@ class Services:
             )
             return LinkOutcome(copy.deepcopy(result), None, "")
         state = self.state[service.name]
-        before = copy.deepcopy(state)
+        before = copied_state(service.name, call.operation, state)
         # The operation gets its own copy of the arguments, and the caller a copy of the result:
         # nothing crosses the wire by reference.
         try:

@@ -75,3 +75,33 @@ async def test_an_unknown_operation_is_declined_and_an_unknown_service_unavailab
         await card.call(service_call("r", "mail", "send", {}, None, None))
     assert card.provides("card")
     assert not card.provides("mail")
+
+
+async def test_a_call_that_timed_out_still_runs_and_its_key_answers_the_repeat(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ran: list[int] = []
+
+    async def slow_charge(args: dict[str, Any]) -> dict[str, Any]:
+        await trio.sleep(5)  # longer than the caller waits
+        ran.append(args["cents"])
+        return {"id": f"ch-{len(ran)}"}
+
+    card = InProcessServices({"card": {"charge": slow_charge}})
+    charge = service_call("r", "card", "charge", {"cents": 5}, 1_000, "o-1/charge")
+    with pytest.raises(ServiceTimedOut, match="may have run, or may still run"):
+        await card.call(charge)
+    with pytest.raises(ServiceUnavailable, match="still running"):
+        await card.call(charge)  # a repeat while the first is still at work
+    await trio.sleep(10)
+    assert ran == [5]  # it ran to its end, as a provider goes on with a request
+    assert await card.call(charge) == {"id": "ch-1"}
+    assert ran == [5]  # the repeat was answered from the key, not run again
+
+
+def test_an_operation_in_the_worlds_form_is_refused_where_it_is_given() -> None:
+    def transfer(state: dict[str, Any], args: dict[str, Any]) -> None:
+        pass
+
+    with pytest.raises(ValueError, match=r"functools\.partial\(fn, state\)"):
+        InProcessServices({"bank": {"transfer": transfer}})  # type: ignore[dict-item]
