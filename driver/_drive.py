@@ -57,11 +57,13 @@ from ._pass import Deferral, error_text, run_job_pass
 from ._policy import RandomSource, resolve_retry_policy
 from ._port import JobRunStore, Observer, SystemScope, Within, ignore_event
 from ._reach import PassReach
+from ._services import ServiceError
 from ._values import (
     JobDriveError,
     JobDriveReport,
     JobDriveWarning,
     JobDueKey,
+    JobPassOutcome,
     JobRegistration,
     JobRunClaim,
     JobRunPatch,
@@ -230,6 +232,8 @@ class _Drive:
             within=self.within,
             reach=self.reach,
         )
+        if outcome.raised is not None and outcome.status in ("retrying", "failed"):
+            self.handler_raised(run, outcome)
         tally = self.tally
         if outcome.status == "advanced":
             tally.advanced += 1
@@ -247,6 +251,24 @@ class _Drive:
         else:
             tally.superseded += 1
         return False
+
+    def handler_raised(self, run: JobRunRow, outcome: JobPassOutcome) -> None:
+        """What a handler raised, with its traceback, where the operator looks: a run's
+        ``last_error`` keeps only the message (``'sku'`` for a ``KeyError``)."""
+        raised = outcome.raised
+        assert raised is not None
+        then = "failed the run" if outcome.status == "failed" else "will be retried"
+        if isinstance(raised, ServiceError):
+            # A service's answer the handler let fail its pass: what retries are for.
+            self.log.info(
+                "job %s/%s: run %s: %s: %s; the pass %s",
+                run.module_id, run.job, run.id, type(raised).__name__, raised, then,
+            )  # fmt: skip
+            return
+        self.log.warning(
+            "job %s/%s: run %s: the handler raised %s; the pass %s",
+            run.module_id, run.job, run.id, type(raised).__name__, then, exc_info=raised,
+        )  # fmt: skip
 
     async def exhausted(self, run: JobRunRow, owner: str) -> None:
         """A takeover charged the dead pass its last attempt: fail the run, handler untouched."""

@@ -616,7 +616,8 @@ async def run_job_pass(
         # else) is not a pass the run can trust: the deadline decides.
         escaped, result = PassDeadlineExceeded(deadline_ms), None
     emit("handler.end", error=None if escaped is None else error_text(escaped))
-    return await _settle(ctx, settle, escaped, result, run)
+    outcome = await _settle(ctx, settle, escaped, result, run)
+    return outcome if escaped is None else attrs.evolve(outcome, raised=escaped)
 
 
 class PassDeadlineExceeded(Exception):

@@ -280,10 +280,13 @@ JobPassStatus: TypeAlias = Literal[
 
 @attrs.frozen
 class JobPassOutcome:
-    """What one pass did. ``error`` is present exactly on retrying, failed and deferred."""
+    """What one pass did. ``error`` is present exactly on retrying, failed and deferred;
+    ``raised`` is the exception the handler let out, when it did (not compared: the outcome is
+    the status and the error text)."""
 
     status: JobPassStatus
     error: str | None = None
+    raised: Exception | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen

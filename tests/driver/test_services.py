@@ -151,3 +151,24 @@ def test_a_call_is_checked_where_it_is_made() -> None:
         service_call("r", "card", "charge", {"when": object()}, None, None)
     with pytest.raises(ValidationFailed, match="one word"):
         service_call("r", "card.x", "charge", {}, None, None)
+
+
+async def test_a_handler_bug_is_logged_with_its_traceback_where_the_operator_looks(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def typo(ctx: JobPassContext) -> JobPassResult:
+        return JobPassResult(done=ctx.payload["acount"])
+
+    async with open_scope_host(clock=StoreClock()) as host:
+        one = drive_with(host, None, Trace())
+        one.register(JobDefinition("crm", "typo", typo))
+        await one.start_job_run(SCOPE, begin("typo", {"account": 1}))
+        with caplog.at_level("INFO", logger="driver.drive"):
+            await one.run_due_jobs(SCOPE)
+        [run] = await one.job_runs(SCOPE)
+    assert run.last_error == "'acount'"  # the stored text is the message alone
+    [record] = caplog.records
+    assert "job crm/typo: run" in record.getMessage()
+    assert "the handler raised KeyError; the pass will be retried" in record.getMessage()
+    assert record.exc_info is not None
+    assert "acount" in caplog.text
