@@ -50,7 +50,14 @@ DEFAULT_TIMEOUT_MS = 30_000.0
 
 
 class HttpServices:
-    """The service port over HTTP endpoints, one base URL per service (see the module's table).
+    """The service port over HTTP endpoints, one base URL per service.
+
+    A call of ``SERVICE.OPERATION`` is ``POST {base}/{OPERATION}`` with the arguments as its JSON
+    body and the call's key as the ``Idempotency-Key`` header, bounded as a whole by the call's
+    ``timeout_ms``. A 2xx answers with its JSON body; no connection, or 408, 409, 425, 429 and
+    503, is ``ServiceUnavailable`` (with ``Retry-After``); the deadline, a connection broken after
+    sending, a 5xx or an unreadable 2xx is ``ServiceTimedOut``; any other 4xx (and a 3xx: no
+    redirect is followed) is ``ServiceDeclined``, its code the body's ``code`` or ``error``.
 
     ``client`` is an ``httpx.AsyncClient`` of your own (its transport, TLS, auth headers and pool
     limits); without one, a client is made and closed with ``aclose()`` (or ``async with``)."""
