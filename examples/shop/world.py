@@ -102,7 +102,8 @@ async def _orders(world: World, order: JobDefinition) -> None:
     world.add_drive(DriveSpec(name="cron", request_ms=2.0, reply_ms=3.0))
     world.add_drive(DriveSpec(name="alarm", request_ms=15.0, reply_ms=40.0))
     world.register(order)
-    for customer in customers(2):
+    first, over_the_limit = customers(7)[0], customers(7)[6]
+    for customer in (first, over_the_limit):
         payload = {
             "order": f"2026-11/{customer['id']}",
             "customer": customer["id"],
@@ -119,13 +120,15 @@ async def _orders(world: World, order: JobDefinition) -> None:
 
 @scenario("order-buggy", setup=SETUP, checks=[charged_once])
 async def order_buggy(world: World) -> None:
-    """Two orders, the order job without an idempotency key on its charge."""
+    """Two orders (the second over the card's limit), the order job without an idempotency key
+    on its charge."""
     await _orders(world, ORDER_BUGGY)
 
 
 @scenario("order-fixed", setup=SETUP, checks=[charged_once])
 async def order_fixed(world: World) -> None:
-    """Two orders, the order job with its charge keyed by the order."""
+    """Two orders (the second over the card's limit), the order job with its charge keyed by the
+    order."""
     await _orders(world, ORDER_FIXED)
 
 
