@@ -17,11 +17,11 @@ handlers on the real scope host against real HTTP services, and shows the same b
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 from driver import JobDefinition, ServiceDeclined
-from examples.shop.jobs import MODULE, MONTH_END, ORDER_BUGGY, ORDER_FIXED, customers
-from examples.shop.providers import LIMIT_CENTS
 from sims import (
     DriveSpec,
     Operation,
@@ -32,6 +32,12 @@ from sims import (
     WorldSetup,
     scenario,
 )
+
+# The shop is imported as the package serve.py runs, from the repository's root, whatever folder
+# this world is explored from.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from examples.shop.jobs import MODULE, MONTH_END, ORDER_BUGGY, ORDER_FIXED, customers
+from examples.shop.providers import LIMIT_CENTS
 
 SCOPE = "shop"
 #: Long enough for runs held up by a lease (a stale pass, a takeover) and retries to end.
