@@ -60,21 +60,28 @@ async def _receipt(ctx: JobPassContext, order: dict[str, Any], charged: dict[str
     )
 
 
+async def _charge(
+    ctx: JobPassContext, order: dict[str, Any], idempotency_key: str | None
+) -> dict[str, Any]:
+    """Charge the order's card; a decline is an answer, kept as the step's result."""
+    try:
+        answer = await ctx.call_service(
+            "card",
+            "charge",
+            charge_args(order),
+            timeout_ms=CHARGE_TIMEOUT_MS,
+            idempotency_key=idempotency_key,
+        )
+    except ServiceDeclined as declined:
+        return {"declined": declined.code}
+    return {"charge": answer["charge"]}
+
+
 async def order_buggy(ctx: JobPassContext) -> JobPassResult:
     """THE BUG: the charge carries no idempotency key, so a charge whose answer was lost is made
     again by the retry."""
     order = ctx.payload
-
-    async def charge() -> dict[str, Any]:
-        try:
-            answer = await ctx.call_service(
-                "card", "charge", charge_args(order), timeout_ms=CHARGE_TIMEOUT_MS
-            )
-        except ServiceDeclined as declined:
-            return {"declined": declined.code}
-        return {"charge": answer["charge"]}
-
-    charged = await ctx.step("charge", charge)
+    charged = await ctx.step("charge", lambda: _charge(ctx, order, None))
     await ctx.step("receipt", lambda: _receipt(ctx, order, charged))
     return JobPassResult(done=True)
 
@@ -83,21 +90,8 @@ async def order_fixed(ctx: JobPassContext) -> JobPassResult:
     """The fix: the charge is named by the order (``idempotency_key``), so any repeat of it is
     answered with the first charge."""
     order = ctx.payload
-
-    async def charge() -> dict[str, Any]:
-        try:
-            answer = await ctx.call_service(
-                "card",
-                "charge",
-                charge_args(order),
-                timeout_ms=CHARGE_TIMEOUT_MS,
-                idempotency_key=f"{order['order']}/charge",
-            )
-        except ServiceDeclined as declined:
-            return {"declined": declined.code}
-        return {"charge": answer["charge"]}
-
-    charged = await ctx.step("charge", charge)
+    key = f"{order['order']}/charge"
+    charged = await ctx.step("charge", lambda: _charge(ctx, order, key))
     await ctx.step("receipt", lambda: _receipt(ctx, order, charged))
     return JobPassResult(done=True)
 
