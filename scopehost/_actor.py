@@ -385,11 +385,17 @@ class ScopeActor:
             return type(failure)(f"{message.operation} did not run: {failure}")
         if failure is not None:
             where = f" file {self._file_path}" if self._file_path is not None else ""
+            disk = any(said in str(failure) for said in ("disk I/O error", "disk is full"))
+            remedy = (
+                "; nothing was written, and the next call tries to open it again — if its disk "
+                "is full or failing, make room or mend it first (SQLite says 'disk I/O error' "
+                "for both)"
+                if disk
+                else ""
+            )
             return ScopeUnavailable(
                 f"{message.operation} on scope {self.scope_id!r} did not run: its database"
-                f"{where} would not open ({type(failure).__name__}: {failure}); nothing was "
-                "written, and the next call tries to open it again — if its disk is full or "
-                "failing, make room or mend it first (SQLite says 'disk I/O error' for both)"
+                f"{where} would not open ({type(failure).__name__}: {failure}){remedy}"
             )
         if self.evicted:
             return self._evicted_error(message)

@@ -164,10 +164,11 @@ MISTAKES: dict[str, Mistake] = {
         "fix the code at the line named (the finding gives the exception's type, file and line)",
     ),
     "run-failed": Mistake(
-        "your job",
-        "a run ended failed",
-        "read its last error; if failing is what the job should do in this world, say so with "
-        "@scenario(..., failures_expected=True)",
+        "your handler",
+        "your handler raised an exception of its own in a run's last pass, and the run ended "
+        "failed",
+        "fix the code at the line named; if failing is what the job should do in this world, say "
+        "so with @scenario(..., failures_expected=True)",
     ),
     "run-never-driven": Mistake(
         "your scenario",

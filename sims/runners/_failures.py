@@ -8,7 +8,8 @@ of the user's frame (``sims.world._raised``):
 - ``handler-raised``: a handler or a step body raised an exception of its own (not the outside
   world's: a service's outcome, a transport error, a lost lease), once per run, type and place,
   however often a retry raised it again;
-- ``run-failed``: a run ended ``failed``, with its last error.
+- ``run-failed``: a run ended ``failed`` because its last pass raised such an exception (a run the
+  outside world failed, an outage outlasting its attempts, is the world's, not the code's).
 
 A scenario where failing is what the job should do says so, ``@scenario(failures_expected=True)``:
 its failures are then still in the story, and not findings.
@@ -75,28 +76,31 @@ def _raised(trace: Trace) -> list[Finding]:
 
 
 def _failed(trace: Trace) -> list[Finding]:
-    """The runs the world ended with ``failed``, however they got there (a pass that failed for
-    the last time, a takeover that spent the last attempt, admission misses), each placed at the
-    last event of the run before the world ended."""
-    last_t: dict[str, float] = {}
-    for event in trace.events:
-        if "run" in event and event["ev"] != "world.end":
-            last_t[str(event["run"])] = event["t"]
+    """The runs the world ended with ``failed`` whose last pass failed on an exception of the
+    user's own code. A run that failed because the outside world outlasted its attempts (an
+    outage, a fault the plan injected), or by a rule of the spec (admission misses, a takeover
+    that spent the last attempt, an erasure) is no bug of the code: the story tells it."""
+    last_raised: dict[str, dict[str, Any]] = {}
+    for event in trace.of("hx.end"):
+        last_raised[str(event["run"])] = event
     findings = []
     for event in trace.of("world.end"):
         for rows in event["runs"].values():
             for row in rows:
-                if row["status"] != "failed":
-                    continue
                 run = str(row["id"])
-                error = row.get("last_error") or "no error given"
+                last = last_raised.get(run, {})
+                bug = "raised" in last and not last.get("outside", True) and last.get("where")
+                if row["status"] != "failed" or not bug:
+                    continue
                 findings.append(
                     Finding(
                         "run-failed",
                         "violation",
                         run,
-                        last_t.get(run, event["t"]),
-                        f"run {short(run)} ({row['module_id']}/{row['job']}) ended failed: {error}",
+                        last["t"],
+                        f"run {short(run)} ({row['module_id']}/{row['job']}) ended failed: its "
+                        f"last pass raised {last['error_type']} at {last['where']}: "
+                        f"{row.get('last_error') or last['raised']}",
                     )
                 )
     return findings

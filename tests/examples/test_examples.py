@@ -23,7 +23,7 @@ from sims import (
 from sims.cli._main import main
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if p.name != "__init__.py")
 
 
 @pytest.fixture(autouse=True)

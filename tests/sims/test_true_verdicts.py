@@ -119,7 +119,10 @@ def test_run_says_the_mistake_not_as_documented_and_no_invariant_violated(
     assert f"  checks: {AWAIT} (" in verdict
     checks = out.split("\nchecks:\n")[1].split("\n\n")[0]
     assert "  step-never-awaited: FOUND (5 findings), your handler's mistake" in checks
-    assert "  no mistake in how your world is written: run-never-driven" in checks
+    assert (
+        "  no mistake in how your world is written: handler-raised, run-failed, run-never-driven"
+        in checks
+    )
     for check in SPEC_CHECKS:
         assert check in checks
 
@@ -176,7 +179,12 @@ def test_a_sweep_tells_the_users_mistakes_apart_from_the_spec() -> None:
 
 
 def test_every_mistake_names_whose_it_is_and_its_remedy() -> None:
-    assert set(MISTAKES) == {"step-never-awaited", "run-never-driven"}
+    assert set(MISTAKES) == {
+        "step-never-awaited",
+        "handler-raised",
+        "run-failed",
+        "run-never-driven",
+    }
     assert not set(MISTAKES) & set(SPEC_CHECKS)
     for mistake in MISTAKES.values():
         assert mistake.whose in ("your handler", "your scenario")

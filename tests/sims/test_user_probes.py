@@ -31,6 +31,7 @@ def nothing_wrong(trace):
     "memo-retry",
     setup=WorldSetup(scopes=("s",), lease_ms=2_000),
     checks=[nothing_wrong],
+    failures_expected=True,  # its handler fails on purpose, to be retried
 )
 async def memo_retry(world: World) -> None:
     """A pass that fails after its step; the retry skips the step."""
