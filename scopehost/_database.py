@@ -21,6 +21,7 @@ from __future__ import annotations
 import builtins
 import math
 import os
+import reprlib
 import sqlite3
 import sys
 from collections.abc import Mapping
@@ -283,6 +284,14 @@ def _check_status(status: object, path: str) -> None:
 
 
 def _check_patch(patch: JobRunPatch, now_ms: int) -> None:
+    if not isinstance(patch, JobRunPatch):
+        raise ValidationFailed.at(
+            "patch",
+            f"is {reprlib.repr(patch)}, a {type(patch).__name__}; pass a driver.JobRunPatch, "
+            "which names every column a pass writes (JobRunPatch(status=..., cursor=..., "
+            "counters=..., attempts=..., last_error=..., updated_at=..., next_attempt_at=..., "
+            "ended_at=...))",
+        )
     _check_status(patch.status, "patch.status")
     for column in ("cursor", "counters", "last_error"):
         _check_storable(getattr(patch, column), f"patch.{column}")
@@ -328,12 +337,24 @@ class _FileWatch:
         return found.st_dev, found.st_ino
 
     def check(self) -> None:
-        if self._identity is not None and self._stat() == self._identity:
+        found = self._stat()
+        if self._identity is not None and found == self._identity:
             return
+        scope = self._scope_id
+        if found is not None:
+            # Another file is at the path: most often a backup put back, as the restore
+            # procedure says; forget would refuse, as the path holds a file.
+            raise ScopeFileGone(
+                f"scope {scope!r}: its database file {self._path} was replaced by another file "
+                "while the scope had it open (deleted or replaced: the file there now is not "
+                "the one it opened); nothing was written — if the file there now is the one to "
+                f"keep (a backup put back), call evict({scope!r}) on the scope host and the next "
+                "call opens it"
+            )
         raise ScopeFileGone(
-            f"scope {self._scope_id!r}: its database file {self._path} was deleted or replaced "
+            f"scope {scope!r}: its database file {self._path} was deleted or replaced "
             "while the scope had it open; nothing was written — restore the file and evict the "
-            f"scope to reopen it, or call forget({self._scope_id!r}) on the scope host to start "
+            f"scope to reopen it, or call forget({scope!r}) on the scope host to start "
             "the scope over empty"
         )
 

@@ -52,6 +52,7 @@ from ._watch import (
     note_changed,
     note_path,
 )
+from ._writable import unwritable_file
 
 #: The name of the zero-latency link a stub gets when its caller passes none.
 DIRECT_LINK = "direct"
@@ -371,12 +372,16 @@ class ScopeHost:
                 raise
         except sqlite3.OperationalError as error:
             # SQLite says only "unable to open database file": find out whether the process
-            # ran out of file handles, the one cause a host's own settings can fix, or whether
-            # the file of a scope this directory has held is gone.
+            # ran out of file handles, the one cause a host's own settings can fix, may not
+            # write the folder or the file, or whether the file of a scope this directory has
+            # held is gone.
             handles = out_of_file_handles(scope_id, self.retirement.max_open, self.open_files)
             if handles is not None:
                 raise handles from error
             if not known or path.exists():
+                unwritable = unwritable_file(scope_id, path)
+                if unwritable is not None:
+                    raise unwritable from error
                 raise
             self._known.refresh()
             if scope_id not in self._known:

@@ -193,6 +193,10 @@ class Link:
             delay = leg.get(call.operation, leg.get("*", 0.0))
         else:
             delay = leg(call, self.rng)
+        if _too_long(delay):
+            raise _too_long_error(
+                f"link {self.name!r} drew a delay of {delay!r} ms for {call.operation!r}"
+            )
         if not _is_delay(delay):
             raise ValueError(
                 f"link {self.name!r} drew a delay of {delay!r} ms for {call.operation!r}; "
@@ -306,6 +310,25 @@ def _is_delay(value: object) -> bool:
 #: The longest delay a leg takes: the largest float (an int past it cannot be waited).
 _LONGEST_DELAY_MS: Final = sys.float_info.max
 
+#: The longest latency a link's leg may be given (its ``request_ms``, ``reply_ms``, a mapping's
+#: value or a drawn one): a day. A latency past it is no network's, and would hold every call, and
+#: the drive making it, for ages of the world's time.
+LONGEST_LATENCY_MS: Final = 86_400_000
+
+
+def _too_long(value: object) -> bool:
+    """Whether ``value`` is a delay, but past :data:`LONGEST_LATENCY_MS`."""
+    return _is_delay(value) and value > LONGEST_LATENCY_MS  # type: ignore[operator]
+
+
+def _too_long_error(said: str) -> ValueError:
+    """``said`` names the value (``request_ms=1e+300``); the rest says the bound and the remedy."""
+    return ValueError(
+        f"{said}; a leg's latency is at most {LONGEST_LATENCY_MS} ms (a day), past which no call "
+        "comes back: give a latency from 0 to 86400000 ms (a fault plan's DelayLeg or HoldLeg is "
+        "how a world holds one call up for longer)"
+    )
+
 
 #: The operations a scope's stub carries over a link (the store port's, a module's ``invoke``,
 #: and the scope's own calls): the names a delay mapping may key, with ``*`` for the rest.
@@ -320,6 +343,8 @@ def check_leg_delay(leg: LegDelay, name: str) -> LegDelay:
     to delays, or a function drawing one per call (whose draws ``Link.delay_ms`` checks)."""
     if isinstance(leg, Mapping):
         for operation, value in leg.items():
+            if isinstance(operation, str) and _too_long(value):
+                raise _too_long_error(f"{name}[{operation!r}]={value!r}")
             if not isinstance(operation, str) or not _is_delay(value):
                 raise ValueError(
                     f"{name}[{operation!r}]={value!r}; a mapping's keys are operation names "
@@ -329,6 +354,8 @@ def check_leg_delay(leg: LegDelay, name: str) -> LegDelay:
         if unknown is not None:
             raise _unknown_delay_key_error(name, unknown)
         return leg
+    if _too_long(leg):
+        raise _too_long_error(f"{name}={leg!r}")
     if _is_delay(leg) or callable(leg):
         return leg
     raise ValueError(

@@ -29,4 +29,14 @@ def whole_number(text: str) -> int:
     sign is let through, so that the option's own check says which values it takes."""
     if not re.fullmatch(r"-?[0-9]+", text.strip()):
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; write digits, e.g. 2")
+    if len(text.strip().lstrip("-0")) > _MOST_DIGITS:
+        # Past some 4,300 digits int() refuses it in words of its own; no count is that long.
+        raise argparse.ArgumentTypeError(
+            f"{text.strip()[:20]!r}… ({len(text.strip()):,} characters) is past any count; "
+            "write a whole number of fewer digits"
+        )
     return int(text)
+
+
+#: The most digits a count of the command line is read with.
+_MOST_DIGITS = 1000

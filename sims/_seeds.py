@@ -1,8 +1,11 @@
-"""What a seed is: a whole number >= 0, read from the command line or checked at every entry.
+"""What a seed is: a whole number from 0 to 2**64 - 1, read from the command line or checked at
+every entry.
 
 A negative seed is refused rather than used. Python's ``random.Random`` seeds from the absolute
 value of an int, so seed -5 would build world 5 while every report, trace and replay command
-called it -5: a world whose name lies.
+called it -5: a world whose name lies. A seed past 2**64 - 1 is refused too: no world needs more
+than 64 bits of seed, and a seed of thousands of digits is past what Python reads from text, so
+the command line would meet it as Python's own error instead of as a seed.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ from typing import Any
 #: each (the probes it hit, above all), so a million seeds hold some 2 GB; a bigger search is run
 #: as several sweeps over consecutive ranges.
 MAX_SWEEP_SEEDS = 1_000_000
+
+#: The largest seed, 2**64 - 1.
+MAX_SEED = 2**64 - 1
+_RANGE = "seeds are whole numbers from 0 to 18446744073709551615 (2**64 - 1)"
 
 
 def require_seed(seed: Any) -> int:
@@ -33,6 +40,9 @@ def require_seed(seed: Any) -> int:
             f"seed={number} is negative; seeds are whole numbers >= 0 (Python's random would "
             f"build world {-number} under its name)"
         )
+    if number > MAX_SEED:
+        shown = number if number < 10**30 else f"an int of {number.bit_length()} bits"
+        raise ValueError(f"seed={shown} is past the largest seed; {_RANGE}")
     return number
 
 
@@ -64,8 +74,9 @@ def parse_seeds(text: str) -> range:
             f"seeds {text!r} must be N (that one seed) or A..B (A to B, both included), "
             "in whole numbers >= 0"
         )
-    first = int(match.group(1))
-    last = int(match.group(2)) if match.group(2) is not None else first
+    named = f"seeds {_shown(text)} go"
+    first = _seed_of(match.group(1), named)
+    last = _seed_of(match.group(2), named) if match.group(2) is not None else first
     if last < first:
         raise ValueError(f"seeds {text!r} run backwards; write the smaller number first")
     return range(first, last + 1)
@@ -77,7 +88,23 @@ def parse_seed(text: str) -> int:
         raise ValueError(f"seed {text!r} is negative; seeds are whole numbers >= 0")
     if not re.fullmatch(r"\d+", text.strip()):
         raise ValueError(f"seed {text!r} is not a whole number; seeds are whole numbers >= 0")
-    return int(text)
+    return _seed_of(text.strip(), f"seed {_shown(text)} goes")
+
+
+def _seed_of(digits: str, named: str) -> int:
+    """``digits`` as a seed (``named``: the words that name it, with their verb, for a refusal);
+    a number past :data:`MAX_SEED` is refused before Python reads it (past some 4,300 digits,
+    ``int()`` refuses it in words of its own)."""
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > len(str(MAX_SEED)) or int(significant) > MAX_SEED:
+        raise ValueError(f"{named} past the largest seed; {_RANGE}")
+    return int(significant)
+
+
+def _shown(text: str) -> str:
+    """A number as typed, as a refusal quotes it: cut, with its length, when long."""
+    text = text.strip()
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}… ({len(text):,} characters)"
 
 
 def sweep_seeds(seeds: Iterable[int]) -> Sequence[int]:

@@ -69,6 +69,34 @@ def service_effect(event: dict[str, Any]) -> str | None:
     return f"{event['run']}/{event['op']}"
 
 
+class BadTraceLine(ValueError):
+    """A line of a trace file that is JSON, but not an event: ``line N ...`` says which, and
+    what it lacks, so that nothing reads a field the line does not have."""
+
+
+def _event_problem(event: object) -> str | None:
+    """What keeps ``event`` (a line read as JSON) from being an event, or None: an object with
+    its name (``ev``) and its time (``t``, virtual ms since the world began)."""
+    if not isinstance(event, dict):
+        return (
+            f"is {type(event).__name__} {_short(event)}, not an event (an object with 'ev' and 't')"
+        )
+    name = event.get("ev")
+    if not isinstance(name, str) or not name:
+        return f"is an object whose event name ('ev') is {_short(name)}, not an event's name"
+    if "t" not in event:
+        return f"is a {name} event without its time ('t')"
+    t = event["t"]
+    if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t < math.inf:
+        return f"is a {name} event whose time ('t') is {_short(t)}, not a number of ms >= 0"
+    return None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _line(event: dict[str, Any]) -> str:
     return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -124,10 +152,15 @@ class Trace:
 
     @classmethod
     def from_lines(cls, lines: Iterable[str]) -> Trace:
+        """The trace of these JSON lines; :class:`BadTraceLine` for a line that is not an
+        event, ``ValueError`` for one that is not JSON."""
         trace = cls()
-        for line in lines:
+        for number, line in enumerate(lines, 1):
             if line.strip():
                 event = json.loads(line)
+                problem = _event_problem(event)
+                if problem is not None:
+                    raise BadTraceLine(f"line {number} {problem}")
                 trace.events.append(event)
                 trace.counts[event["ev"]] = trace.counts.get(event["ev"], 0) + 1
         return trace

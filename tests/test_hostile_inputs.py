@@ -11,12 +11,16 @@ from __future__ import annotations
 import http.server
 import json
 import math
+import os
+import pwd
 import random
 import re
+import shutil
 import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -234,6 +238,35 @@ def test_replay_truncated_trace_says_where_it_is_cut(
     line = one_line_error(proc)
     assert line.startswith("error: cut.jsonl is not a trace (JSON lines): its last line, line ")
     assert line.endswith("is cut off; write traces with run --trace")
+
+
+def test_replay_trace_whose_begin_has_no_time_names_the_line(
+    tmp_path: Path, late_begin_trace: list[str]
+) -> None:
+    # It used to replay, print its verdict, then die with KeyError: 't' checking the trace again.
+    trace = tampered(late_begin_trace, tmp_path / "t.jsonl", lambda b: b.__delitem__("t"))
+    proc = sims_cli("replay", trace.name, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert one_line_error(proc) == (
+        "error: t.jsonl is not a trace: line 1 is a world.begin event without its time ('t'); "
+        "write traces with run --trace"
+    )
+
+
+def test_replay_trace_with_an_event_whose_time_is_text_names_the_line(
+    tmp_path: Path, late_begin_trace: list[str]
+) -> None:
+    second = json.loads(late_begin_trace[1])
+    second["t"] = "soon"
+    lines = [late_begin_trace[0], json.dumps(second), *late_begin_trace[2:]]
+    (tmp_path / "t.jsonl").write_text("\n".join(lines) + "\n")
+    proc = sims_cli("replay", "t.jsonl", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert one_line_error(proc) == (
+        f"error: t.jsonl is not a trace: line 2 is a {second['ev']} event whose time ('t') is "
+        "'soon', not a number of ms >= 0; write traces with run --trace"
+    )
 
 
 def test_replay_binary_file_is_one_line(tmp_path: Path) -> None:
@@ -610,6 +643,39 @@ async def test_register_retry_delay_of_401_digits_is_refused(
             drive.register_job("m", "j", done_handler, retry=RetryPolicy(base_delay_ms=10**400))
 
 
+@pytest.mark.parametrize(
+    ("leg", "said"),
+    [
+        (1e300, "request_ms=1e+300"),
+        (86_400_001, "request_ms=86400001"),
+        ({"claim": 5, "*": 1e300}, "request_ms['*']=1e+300"),
+    ],
+)
+def test_link_latency_past_a_day_is_refused(leg: object, said: str) -> None:
+    # A latency of 1e300 ms used to be accepted, and every call over the link waited for ever.
+    with pytest.raises(ValueError, match=r"latency is at most") as caught:
+        Link(request_ms=leg)  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        f"{said}; a leg's latency is at most 86400000 ms (a day), past which no call comes back: "
+        "give a latency from 0 to 86400000 ms (a fault plan's DelayLeg or HoldLeg is how a world "
+        "holds one call up for longer)"
+    )
+
+
+async def test_link_drawing_a_latency_past_a_day_is_refused(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    async with open_scope_host(clock=StoreClock(), rng=random.Random(1)) as host:
+        link = Link(name="slow", reply_ms=lambda call, rng: 1e300)
+        with pytest.raises(ValueError, match=r"latency is at most") as caught:
+            await host.stub("t", link=link).invoke("items", {})
+    assert str(caught.value).startswith(
+        "link 'slow' drew a delay of 1e+300 ms for 'invoke'; a leg's latency is at most 86400000 "
+        "ms (a day)"
+    )
+    assert trio.current_time() < 60  # refused, not waited for
+
+
 def test_link_latency_of_401_digits_is_refused() -> None:
     with pytest.raises(ValueError, match=r"^request_ms=1000") as caught:
         Link(request_ms=10**400)
@@ -661,6 +727,24 @@ async def test_start_or_join_refuses_a_forbidden_row(
             await stub.start_or_join(KEY, start_row(**changes))
         assert (await stub.export_dump()).runs == ()
     assert str(caught.value) == expected
+
+
+async def test_patch_given_a_dict_is_refused(autojump_clock: trio.abc.Clock) -> None:
+    # It used to fail inside the store with AttributeError: 'dict' object has no attribute.
+    async with open_scope_host(clock=StoreClock(), rng=random.Random(1)) as host:
+        stub = host.stub("t")
+        await stub.start_or_join(KEY, start_row())
+        for call in (stub.patch, stub.commit_pass):
+            with pytest.raises(ValidationFailed) as caught:
+                await call(start_row().id, {"status": "done"}, None)  # type: ignore[arg-type]
+            assert str(caught.value) == (
+                "patch is {'status': 'done'}, a dict; pass a driver.JobRunPatch, which names "
+                "every column a pass writes (JobRunPatch(status=..., cursor=..., counters=..., "
+                "attempts=..., last_error=..., updated_at=..., next_attempt_at=..., "
+                "ended_at=...))"
+            )
+        [run] = (await stub.export_dump()).runs
+    assert run.status == "running"
 
 
 async def test_due_keys_past_sqlites_integers_is_refused(autojump_clock: trio.abc.Clock) -> None:
@@ -719,6 +803,90 @@ async def test_host_on_a_missing_folder_is_refused(tmp_path: Path) -> None:
             pass
 
 
+def _as_a_user_permissions_bind(answer: Callable[[], str]) -> tuple[str, str]:
+    """``answer()``, and the user it ran as: in a child process as the user nobody when the tests
+    run as root (whom no permission bit stops), else here, as this process's own user."""
+    if os.geteuid() != 0:
+        return answer(), pwd.getpwuid(os.geteuid()).pw_name
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("the tests run as root, and there is no user nobody to run the call as")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: only the answer and the exit, nothing of pytest's
+        code = 0
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            said = answer()
+        except BaseException as error:
+            said, code = f"the child raised {error!r}", 1
+        os.write(write, said.encode())
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        said = pipe.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, said
+    return said, "nobody"
+
+
+def _refusal_of(folder: Path, scope: str) -> str:
+    async def call() -> str:
+        async with open_scope_host(folder, rng=random.Random(1)) as host:
+            try:
+                await host.stub(scope).invoke("record", {"kind": "k", "key": "b"})
+            except ScopeUnavailable as error:
+                return str(error)
+        return "it wrote"
+
+    return trio.run(call)
+
+
+@pytest.fixture
+def read_only_folder() -> Iterator[Path]:
+    """A host's folder holding scope 't', that no one but root may write (its parents open to
+    every user, so that only the write is refused)."""
+    parent = Path(tempfile.mkdtemp())
+    parent.chmod(0o755)
+    folder = parent / "scopes"
+    folder.mkdir()
+
+    async def first() -> None:
+        async with open_scope_host(folder, rng=random.Random(1)) as host:
+            await host.stub("t").invoke("record", {"kind": "k", "key": "a"})
+
+    trio.run(first)
+    for path in folder.iterdir():
+        path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        yield folder
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(parent)
+
+
+@pytest.mark.parametrize("scope", ["t", "new"])
+def test_a_folder_the_host_may_not_write_is_named_with_the_remedy(
+    read_only_folder: Path, scope: str
+) -> None:
+    # SQLite said only "attempt to write a readonly database" (a scope the folder holds) or
+    # "unable to open database file" (a new one), with nothing on the folder or its permissions.
+    before = (read_only_folder / "t.sqlite3").read_bytes()
+    said, user = _as_a_user_permissions_bind(lambda: _refusal_of(read_only_folder, scope))
+    assert said == (
+        f"invoke did not run: scope {scope!r} cannot write its database: the host's folder "
+        f"{read_only_folder} is not writable by this process (user {user}), and the host writes "
+        "each scope's file, its write-ahead log and its list of scopes in its folder; give that "
+        "user the right to write there (chmod, chown), or open the host on a folder it may write"
+    )
+    assert (read_only_folder / "t.sqlite3").read_bytes() == before
+
+
 async def test_scope_file_that_is_not_sqlite_is_refused_and_kept(tmp_path: Path) -> None:
     garbage = b"this is not sqlite at all" * 100
     (tmp_path / "t3.sqlite3").write_bytes(garbage)
@@ -726,8 +894,8 @@ async def test_scope_file_that_is_not_sqlite_is_refused_and_kept(tmp_path: Path)
         with pytest.raises(ScopeUnavailable) as caught:
             await host.stub("t3").invoke("record", {"kind": "k", "key": "a"})
     assert str(caught.value) == (
-        "invoke on scope 't3' did not run: its database would not open "
-        "(DatabaseError: file is not a database)"
+        f"invoke on scope 't3' did not run: its database file {tmp_path / 't3.sqlite3'} would "
+        "not open (DatabaseError: file is not a database)"
     )
     assert (tmp_path / "t3.sqlite3").read_bytes() == garbage
 
@@ -891,4 +1059,41 @@ def test_explore_budget_holds_against_a_spinning_handler(tmp_path: Path) -> None
     assert "nothing was searched: the clean world did not end within the budget" in proc.stdout
     assert "the search's time budget ran out while a world ran" in proc.stdout
     assert "spin_handler" in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+SLEEPING_WORLD = """
+import time
+from sims import DriveSpec, JobPassContext, JobPassResult, World, scenario
+
+async def naps(ctx: JobPassContext) -> JobPassResult:
+    time.sleep(30)  # bounded: 30 s of real time, which the world's clock cannot see
+    return JobPassResult(done=True)
+
+@scenario("naps")
+async def naps_world(world: World) -> None:
+    world.add_drive(DriveSpec(name="cron"))
+    world.add_job("m", "j", naps)
+    await world.start("cron", "scope-1", "m", "j")
+    world.every("cron", "scope-1", every_ms=1_000, first_ms=0, until_ms=5_000)
+    await world.settle(("scope-1",), horizon_ms=5_000, poll_ms=500)
+"""
+
+
+def test_explore_budget_holds_against_a_handler_that_sleeps_in_real_time(tmp_path: Path) -> None:
+    # A sleep uses no CPU: neither the world's allowance (60 s of CPU) nor the budget of 1 s (of
+    # CPU) saw it, and explore hung for as long as its worlds slept. Its world runs in a worker
+    # process, ended once the world has been blocked for what was left of the budget.
+    (tmp_path / "naps.py").write_text(SLEEPING_WORLD)
+    try:
+        proc = sims_cli("explore", "naps.py:naps", "--budget", "1s", cwd=tmp_path, timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail("explore --budget 1s still ran after 15 s")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[1:] == [
+        "  world 1 was blocked in real time (not on the world's clock) for more than 1.0 s in the "
+        "handler naps() of job 'j', at naps.py:6 in naps(): a handler, step body or service must "
+        "not sleep or block on real time; use trio.sleep",
+        "  run it again: python -m sims run naps.py:naps --seed 1",
+    ]
     assert "Traceback" not in proc.stderr

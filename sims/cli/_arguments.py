@@ -27,7 +27,7 @@ class UsageError(ValueError):
 # -- help ---------------------------------------------------------------------------------------
 
 _SCENARIO_HELP = "a built-in scenario's NAME (see list) or FILE.py:NAME, a scenario in your file"
-_SEED_HELP = "the world's seed, a whole number >= 0 (default 1)"
+_SEED_HELP = "the world's seed, a whole number from 0 to 2**64 - 1 (default 1)"
 
 
 def _first_paragraph(kind: type) -> str:
@@ -155,10 +155,16 @@ def _add_sweep(commands: Any) -> None:
         "--seeds",
         required=True,
         metavar="N|A..B",
-        help="N (that one seed) or A..B (A to B, both included); seeds are whole numbers >= 0",
+        help="N (that one seed) or A..B (A to B, both included); seeds are whole numbers from 0 "
+        "to 2**64 - 1",
     )
     where = sweep_.add_mutually_exclusive_group()
-    where.add_argument("--jobs", type=whole_number, default=1, help="worker processes (default 1)")
+    where.add_argument(
+        "--jobs",
+        type=whole_number,
+        default=1,
+        help=f"worker processes, 1 to {MAX_JOBS} (default 1); they end when the sweep does",
+    )
     where.add_argument(
         "--scheduler",
         metavar="tcp://HOST:PORT",
@@ -213,7 +219,9 @@ def _add_explore(commands: Any) -> None:
         "Ctrl-C stops it and says what it searched",
     )
     explore.add_argument(
-        "--examples", type=whole_number, help="most worlds to run (the same as --budget N)"
+        "--examples",
+        type=whole_number,
+        help=f"most worlds to run, 1 to {MAX_WORLDS:,} (the same as --budget N)",
     )
     explore.add_argument(
         "--plan",
@@ -236,8 +244,8 @@ def _add_explore(commands: Any) -> None:
         "--jobs",
         type=whole_number,
         default=1,
-        help="worker processes that run the search's worlds (default 1: this process); the "
-        "answer for a world budget is the same for any number",
+        help=f"worker processes that run the search's worlds, 1 to {MAX_JOBS} (default 1: this "
+        "process); the answer for a world budget is the same for any number",
     )
     where.add_argument(
         "--scheduler",
@@ -326,8 +334,37 @@ def checked_positive(value: int, option: str) -> int:
     return value
 
 
-#: The world budget of a time budget: more worlds than any search runs.
-_UNCOUNTED = 1_000_000_000
+#: The most worker processes ``--jobs`` starts (each holds a pipe of this process's; past a few
+#: hundred, a machine runs out of them, or of memory, before it runs a world).
+MAX_JOBS = 256
+
+#: The most worlds a search runs: the world budget of a time budget, more than any search runs.
+MAX_WORLDS = 1_000_000_000
+_UNCOUNTED = MAX_WORLDS
+
+
+def checked_jobs(value: int) -> int:
+    """``--jobs N``: from 1 to :data:`MAX_JOBS`."""
+    if checked_positive(value, "--jobs") > MAX_JOBS:
+        raise UsageError(
+            f"--jobs {_shown(value)} is more worker processes than this starts; give 1 to "
+            f"{MAX_JOBS}, or run on a Dask cluster with --scheduler"
+        )
+    return value
+
+
+def _checked_worlds(value: int, option: str) -> int:
+    if checked_positive(value, option) > MAX_WORLDS:
+        raise UsageError(
+            f"{option} {_shown(value)} is more worlds than a search runs; give 1 to "
+            f"{MAX_WORLDS:,}, or a time budget (--budget 60s)"
+        )
+    return value
+
+
+def _shown(value: int) -> str:
+    """A count as a refusal names it: its digits, or their number when there are too many."""
+    return str(value) if value < 10**30 else f"(a number of {len(str(value)):,} digits)"
 
 
 def checked_budget(text: str | None, examples: int | None) -> tuple[int, float | None]:
@@ -336,22 +373,47 @@ def checked_budget(text: str | None, examples: int | None) -> tuple[int, float |
     if text is not None and examples is not None:
         raise UsageError("give --budget or --examples, not both")
     if examples is not None:
-        return checked_positive(examples, "--examples"), None
+        return _checked_worlds(examples, "--examples"), None
     if text is None:
         return DEFAULT_WORLDS, DEFAULT_SECONDS
     spelled = text.strip()
+    if spelled.endswith("s"):
+        return _UNCOUNTED, _checked_seconds(text, spelled[:-1])
+    if spelled.isdigit() and len(spelled.lstrip("0")) > len(str(MAX_WORLDS)):
+        # Refused by its length: past some 4,300 digits int() refuses it in words of its own.
+        raise UsageError(
+            f"--budget {_spelled(text)} is more worlds than a search runs; give 1 to "
+            f"{MAX_WORLDS:,}, or a time budget (--budget 60s)"
+        )
     try:
-        if spelled.endswith("s"):
-            seconds = float(spelled[:-1])
-            if not seconds > 0 or seconds == float("inf"):
-                raise ValueError
-            return _UNCOUNTED, seconds
         worlds = int(spelled)
     except ValueError:
+        raise UsageError(_BUDGET_WORDS.format(_spelled(text))) from None
+    return _checked_worlds(worlds, "--budget"), None
+
+
+_BUDGET_WORDS = "--budget {}: give a number of worlds (300) or of seconds (60s)"
+
+
+def _checked_seconds(text: str, number: str) -> float:
+    try:
+        seconds = float(number)
+    except ValueError:
+        raise UsageError(_BUDGET_WORDS.format(_spelled(text))) from None
+    if seconds == float("inf"):
         raise UsageError(
-            f"--budget {text!r}: give a number of worlds (300) or of seconds (60s)"
-        ) from None
-    return checked_positive(worlds, "--budget"), None
+            f"--budget {_spelled(text)} is more seconds than a number holds (it reads as "
+            f"infinite); give a finite number of seconds > 0 (60s), or of worlds from 1 to "
+            f"{MAX_WORLDS:,} (300)"
+        )
+    if not seconds > 0:  # as NaN is not
+        raise UsageError(_BUDGET_WORDS.format(_spelled(text)))
+    return seconds
+
+
+def _spelled(text: str) -> str:
+    """An option's text as a refusal quotes it: cut, with its length, when long."""
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}… ({len(text):,} characters)"
 
 
 #: How explore says that Ctrl-C stops it (before it begins, and in its help).

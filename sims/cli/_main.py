@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .._numbers import plural
-from .._seeds import parse_seed, parse_seeds
-from .._trace import Trace, calls_by_drive
+from .._seeds import MAX_SEED, parse_seed, parse_seeds
+from .._trace import BadTraceLine, Trace, calls_by_drive
 from ..faults._check import unfired_line
 from ..faults._plan import FaultPlan, plan_from_text
 from ..mutants._catalog import MUTANTS
 from ..oracle._checks import check_trace
+from ..runners._failures import with_failures
+from ..runners._lifeline import workers_end_on_sigterm, workers_end_with_this_process
 from ..runners._outcome import STORE, Simulation, python_replay_call
 from ..runners._simulate import simulate, with_user_checks
 from ..runners._sweep import progress_bar, sweep
@@ -52,6 +54,7 @@ from ._arguments import (
     budget_words,
     build_parser,
     checked_budget,
+    checked_jobs,
     checked_mutant,
     checked_output,
     checked_plan,
@@ -61,6 +64,7 @@ from ._arguments import (
 from ._conformance import conformance_command
 from ._findings import findings_command
 from ._interrupt import stop_on_ctrl_c
+from ._output import writing
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -136,22 +140,10 @@ def _run(arguments: argparse.Namespace) -> int:
         progress.done()
     trace = simulation.outcome.trace
     if trace_path:
-        trace.write(trace_path)
+        with writing(trace_path, "--trace"):
+            trace.write(trace_path)
     if timeline_path:
-        write_timeline(
-            trace,
-            timeline_path,
-            title=_title(simulation),
-            report=simulation.report,
-            # A replaced plan is not held to what the scenario documents, only to its faults
-            # firing (when the scenario says they must), which is then its one mismatch.
-            mismatches=simulation.mismatches if plan is None else simulation.mismatches or None,
-            replay=simulation.replay_command,
-            plan=simulation.outcome.setup.plan,
-            plan_replaced=plan is not None,
-            mutant=simulation.mutant,
-            summary=scenario.summary,
-        )
+        _write_timeline(simulation, scenario, timeline_path, plan_replaced=plan is not None)
     _tell(simulation, scenario, story_limit=arguments.story_lines)
     if trace_path:
         print(
@@ -160,6 +152,26 @@ def _run(arguments: argparse.Namespace) -> int:
     if timeline_path:
         print(f"timeline: {timeline_path}")
     return 0 if simulation.ok else 1
+
+
+def _write_timeline(
+    simulation: Simulation, scenario: Scenario, path: Path, *, plan_replaced: bool
+) -> None:
+    with writing(path, "--timeline"):
+        write_timeline(
+            simulation.outcome.trace,
+            path,
+            title=_title(simulation),
+            report=simulation.report,
+            # A replaced plan is not held to what the scenario documents, only to its faults
+            # firing (when the scenario says they must), which is then its one mismatch.
+            mismatches=(simulation.mismatches or None) if plan_replaced else simulation.mismatches,
+            replay=simulation.replay_command,
+            plan=simulation.outcome.setup.plan,
+            plan_replaced=plan_replaced,
+            mutant=simulation.mutant,
+            summary=scenario.summary,
+        )
 
 
 def _traced(scenario: Scenario, seed: int, *outputs: tuple[str, Path | None]) -> None:
@@ -292,18 +304,20 @@ def _sweep(arguments: argparse.Namespace) -> int:
     scenario = find_scenario(arguments.scenario)
     seeds = parse_seeds(arguments.seeds)
     mutant = checked_mutant(arguments.mutant)
-    jobs = checked_positive(arguments.jobs, "--jobs")
+    jobs = checked_jobs(arguments.jobs)
     if arguments.show < 0:
         raise UsageError(f"--show {arguments.show} must be 0 or more (how many seeds to list)")
-    report = sweep(
-        scenario.ref,
-        seeds,
-        jobs=jobs,
-        scheduler=arguments.scheduler,
-        mutant=mutant,
-        progress=progress_bar(sys.stderr) if sys.stderr.isatty() else None,
-        plan=checked_plan(arguments.plan),
-    )
+    plan = checked_plan(arguments.plan)
+    with workers_end_on_sigterm():  # and sweep's workers end with it, however it ends
+        report = sweep(
+            scenario.ref,
+            seeds,
+            jobs=jobs,
+            scheduler=arguments.scheduler,
+            mutant=mutant,
+            progress=progress_bar(sys.stderr) if sys.stderr.isatty() else None,
+            plan=plan,
+        )
     for line in report.lines(show=arguments.show):
         print(line)
     return 0 if not report.failing else 1
@@ -319,6 +333,8 @@ def _read_trace(path: Path) -> Trace:
         raise UsageError(f"no file {path}; name a trace file written by run --trace")
     try:
         recorded = Trace.read(path)
+    except BadTraceLine as error:
+        raise UsageError(f"{path} is not a trace: {error}; write traces with run --trace") from None
     except (UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError):
         # RecursionError: a line nesting thousands of lists exhausts the JSON decoder's stack.
         raise UsageError(
@@ -342,6 +358,13 @@ def _check_recorded_seed(path: Path, begin: dict[str, Any]) -> None:
         raise UsageError(
             f"{path} records its seed as {seed!r}, which is not a seed (a whole number >= 0); "
             "write traces with run --trace"
+        )
+    if seed > MAX_SEED:
+        # A trace's JSON holds ints of up to some 4,300 digits, which read better by their length.
+        shown = seed if seed < 10**30 else f"an int of {len(str(seed))} digits"
+        raise UsageError(
+            f"{path} records its seed as {shown}, past the largest seed (seeds are whole numbers "
+            f"from 0 to {MAX_SEED}, 2**64 - 1); write traces with run --trace"
         )
 
 
@@ -387,7 +410,11 @@ def _replay(arguments: argparse.Namespace) -> int:
         for line in _first_difference(original, replayed):
             print(f"replay: {line}")
     # The scenario's own checks too: the re-run's verdict above includes them.
-    rechecked = with_user_checks(check_trace(recorded), scenario, recorded)
+    rechecked = with_failures(
+        with_user_checks(check_trace(recorded), scenario, recorded),
+        recorded,
+        expected=scenario.failures_expected,
+    )
     print(
         "replay: the recorded trace, checked again: "
         f"{plural(rechecked.violation_count, 'violation')}"
@@ -569,10 +596,10 @@ def _explore(arguments: argparse.Namespace) -> int:
     worlds, seconds = checked_budget(arguments.budget, arguments.examples)
     max_faults = checked_positive(arguments.max_faults, "--max-faults")
     start = checked_plan(arguments.plan)
-    jobs = checked_positive(arguments.jobs, "--jobs")
+    jobs = checked_jobs(arguments.jobs)
     here = jobs == 1 and arguments.scheduler is None
     progress = _explore_progress(f"searching {budget_words(worlds, seconds, cpu=here)}")
-    with stop_on_ctrl_c() as stop:
+    with stop_on_ctrl_c() as stop, workers_end_with_this_process(), workers_end_on_sigterm():
         try:
             report = search(
                 scenario.ref,

@@ -16,13 +16,23 @@ Two things keep a cluster's verdicts equal to a local sweep's:
   (``pip install -e '.[dask]'``), at the same version as the machine that submits the sweep.
 
 ``distributed`` is an optional extra: it is imported only when a sweep names a scheduler.
+
+Before Dask's client is given a ``tcp://`` address, this module knocks on it itself
+(:func:`_knock`), within :data:`ANSWER_TIMEOUT_S`: Dask's client reads the scheduler's first
+message with no deadline, so a server that accepts and never speaks (a firewall's proxy, a port
+forwarded to nothing, the dashboard's HTTP port) would hang it for ever, and one that speaks
+another protocol makes it allocate what the first 8 bytes say the message holds (a
+``MemoryError`` or an ``OverflowError``). A scheduler speaks first: the length of its handshake, 8
+bytes, then the handshake. The knock reads both, and refuses an address that does not send them.
 """
 
 from __future__ import annotations
 
 import re
 import socket
+import struct
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -35,6 +45,14 @@ DEFAULT_PORT = 8786
 
 #: How long a sweep waits for the scheduler to answer and for a first worker to join.
 CONNECT_TIMEOUT_S = 30
+
+#: How long the knock waits for a ``tcp://`` scheduler to accept a connection and send its
+#: handshake (a scheduler sends it at once; this is for a slow network).
+ANSWER_TIMEOUT_S = 5.0
+
+#: The longest handshake the knock reads: a scheduler's is some 60 bytes; another protocol's
+#: first 8 bytes, read as a length, are usually far past this.
+_MOST_HANDSHAKE = 1 << 20
 
 _ONE_WORLD_AT_A_TIME = threading.Lock()
 
@@ -98,6 +116,8 @@ def connect_to_cluster(address: str) -> Iterator[tuple[Any, int]]:
             f"cannot reach the Dask scheduler at {address}: {error}; start one with "
             "`dask scheduler` and workers with `dask worker ADDRESS`"
         ) from None
+    except (MemoryError, OverflowError):  # the knock's net missed it (tls://, ws://)
+        raise DaskUnavailable(_not_dask(address, "answered, but not as a Dask scheduler")) from None
     with client:
         try:
             client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
@@ -111,13 +131,61 @@ def connect_to_cluster(address: str) -> Iterator[tuple[Any, int]]:
 
 
 def _knock(address: str) -> None:
-    """Open and close one TCP connection to a ``tcp://`` scheduler: a port nobody listens on
-    refuses at once, where Dask's client would retry it for the whole connect timeout."""
+    """Connect to a ``tcp://`` scheduler and read its handshake, within :data:`ANSWER_TIMEOUT_S`;
+    a port nobody listens on refuses at once (Dask's client would retry it for the whole connect
+    timeout), and a server that is not a scheduler is told as one (see the module's docstring)."""
     match = _ADDRESS.fullmatch(address)
     if match is None or match["scheme"] != "tcp":  # tls:// and ws:// are left to Dask
         return
     port = int(match["port"] or DEFAULT_PORT)
-    socket.create_connection((match["host"], port), timeout=CONNECT_TIMEOUT_S).close()
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    try:
+        knock = socket.create_connection((match["host"], port), timeout=ANSWER_TIMEOUT_S)
+    except TimeoutError:
+        raise DaskUnavailable(
+            f"cannot reach the Dask scheduler at {address}: no connection within "
+            f"{ANSWER_TIMEOUT_S:g} s; check the address, and that a firewall lets it through"
+        ) from None
+    with knock:
+        first = _read(knock, 8, deadline, address)
+        (length,) = struct.unpack("Q", first)
+        if not 0 < length <= _MOST_HANDSHAKE:
+            said = f"it began {first!r}, not with a handshake's length"
+            raise DaskUnavailable(
+                _not_dask(address, f"answered, but not as a Dask scheduler ({said})")
+            )
+        _read(knock, length, deadline, address)
+
+
+def _read(knock: socket.socket, size: int, deadline: float, address: str) -> bytes:
+    """``size`` bytes of the handshake, before ``deadline``."""
+    got = b""
+    while len(got) < size:
+        knock.settimeout(max(0.001, deadline - time.monotonic()))
+        try:
+            more = knock.recv(size - len(got))
+        except TimeoutError:
+            raise DaskUnavailable(
+                _not_dask(
+                    address,
+                    f"accepted the connection but sent no Dask handshake within "
+                    f"{ANSWER_TIMEOUT_S:g} s (a scheduler sends one at once)",
+                )
+            ) from None
+        if not more:
+            raise DaskUnavailable(
+                _not_dask(address, "closed the connection before it sent a Dask handshake")
+            )
+        got += more
+    return got
+
+
+def _not_dask(address: str, what: str) -> str:
+    return (
+        f"the server at {address} {what}; give the address `dask scheduler` prints "
+        f"(port {DEFAULT_PORT} unless told otherwise; {DEFAULT_PORT + 1} is its dashboard's, "
+        "which speaks HTTP)"
+    )
 
 
 def _chunks(work: Sequence[Job], *, size: int) -> Iterator[Sequence[Job]]:

@@ -31,6 +31,7 @@ from ..oracle._report import MISTAKES, verdict_words
 from ..scenarios._registry import ScenarioRef, find_scenario
 from ._dask import run_on_cluster
 from ._fresh import close_fresh_worlds, fresh_difference
+from ._lifeline import workers_end_with_this_process
 from ._outcome import explore_command, replay_command
 from ._raised import WORLD_RAISED, WorldRaised
 from ._rerun import NONDETERMINISM_HELP, first_difference
@@ -454,7 +455,11 @@ def sweep(
             # fork keeps the scenarios a parent registered (tests register their own); each
             # worker then runs its own trio.run per seed. A world that raised comes back as a
             # value; a worker's fresh process ends with it.
-            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            # Its workers end with this process, however it ends (see _lifeline).
+            with (
+                workers_end_with_this_process(),
+                multiprocessing.get_context("fork").Pool(jobs) as pool,
+            ):
                 chunksize = max(1, len(work) // (jobs * 8))
                 collect(pool.imap(summarise_in_worker, work, chunksize=chunksize))
     finally:

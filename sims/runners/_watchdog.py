@@ -8,6 +8,17 @@ a world past its allowance gets :class:`_Stopped` raised in its thread, at the n
 Python it runs (``PyThreadState_SetAsyncExc``), and :func:`allowance` turns that into a
 :class:`WorldOverran` that says where the user's code was when it was stopped.
 
+A world that waits in real time (``time.sleep``, a lock, a socket) uses no CPU, so its CPU clock
+stands still while it holds the world. The watchdog therefore also looks at the time the world's
+thread spent neither running nor waiting for a core (wall-clock time, less its CPU time, less the
+time it waited on the run queue): past the same allowance (a second at least, when it is what a
+search's budget left), the world is BLOCKED in real time. In a process that may be ended for it
+(:func:`ends_process`: a search's worker), the watchdog hands what the world was doing to that
+process's end, which ends the process; elsewhere it strikes the world as for a loop, and the
+strike lands when the call that blocks returns (Python cannot stop a thread inside a C call). A
+worker is also told when each world begins and ends (``arm``, ``disarm``), so that it can end a
+world stuck in one C call that never lets the watchdog run.
+
 A world that ends in time pays a read of its thread's CPU clock, two dictionary writes and the
 setting of an event: the thread is started once per process (again in a forked worker), and
 between worlds it waits on that event, using no CPU.
@@ -22,16 +33,20 @@ import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn, Protocol
 
 #: How often the watchdog looks at the running worlds: a spinning world is stopped within its
 #: allowance and this much (of wall-clock time) more.
 _LOOK_S = 0.05
 #: A world that caught what stopped it and spins on is struck again after this much more CPU.
 _AGAIN_S = 0.5
+#: A world whose allowance is what a search's budget left is found blocked in real time only
+#: after this long at least: a budget nearly spent must not take a stall of the disk for a sleep.
+_BLOCKED_AT_LEAST_S = 1.0
 
 #: The code that is not the user's, so not where a world is said to have been stopped.
 _OURS = tuple(
@@ -50,6 +65,16 @@ _OURS = tuple(
 
 class WorldOverran(RuntimeError):
     """A world used more CPU than its allowance: a loop of the user's that never awaits."""
+
+
+class WorldBlocked(WorldOverran):
+    """A world blocked in real time past its allowance: a sleep or a wait the world's virtual
+    clock cannot see, which no CPU allowance stops."""
+
+    def __init__(self, words: str) -> None:
+        super().__init__(f"the world {words}")
+        #: What it was doing, after "the world" (:func:`blocked_words`).
+        self.words = words
 
 
 class BudgetSpent(WorldOverran):
@@ -81,6 +106,43 @@ def within_budget(cpu_s: float | None) -> Iterator[None]:
         _BUDGET_ENDS.reset(token)
 
 
+class Ending(Protocol):
+    """How a process that may be ended for a world (a search's worker) ends it: told as each
+    world begins, with its allowance, and as it ends; and ended, with what a world blocked in real
+    time was doing (:func:`blocked_words`)."""
+
+    def arm(self, allowance_s: float) -> None: ...
+
+    def disarm(self) -> None: ...
+
+    def end(self, words: str) -> NoReturn: ...
+
+
+#: The end of this process, when a world blocked in real time may end it (:func:`ends_process`).
+_ending: Ending | None = None
+
+
+@contextmanager
+def ends_process(ending: Ending) -> Iterator[None]:
+    """In the block, a world blocked in real time past its allowance ends this process, through
+    ``ending``, instead of being struck (which would land only when its blocking call returns)."""
+    global _ending
+    _ending = ending
+    try:
+        yield
+    finally:
+        _ending = None
+
+
+def blocked_words(allowance_s: float, where: str) -> str:
+    """What a world blocked in real time was doing, after "the world" (or "world N")."""
+    return (
+        f"was blocked in real time (not on the world's clock) for more than {allowance_s:.1f} s"
+        f"{where}: a handler, step body or service must not sleep or block on real time; use "
+        "trio.sleep"
+    )
+
+
 class _Stopped(BaseException):
     """Raised in a world's thread by the watchdog: a BaseException, so that a handler's
     ``except Exception`` does not swallow it."""
@@ -92,10 +154,17 @@ class _Watch:
         self.allowance_s = allowance_s
         #: Whether the allowance is what a search's budget left, not the world's own.
         self.budget = budget
+        #: How long the world may be blocked in real time.
+        self.blocked_after_s = max(allowance_s, _BLOCKED_AT_LEAST_S) if budget else allowance_s
         self.clock = _cpu_clock(ident)
         self.began = _now(self.clock)
+        self.native = threading.get_native_id()
+        self.wall_began = time.monotonic()
+        self.queued_began = _queued_s(self.native)
         self.lock = threading.Lock()
         self.over = False
+        #: Whether it was struck for a wait in real time, not for its CPU.
+        self.blocked = False
         self.done = False
         self.struck_at = 0.0
         #: Where the user's code was when the world was first struck.
@@ -103,8 +172,21 @@ class _Watch:
 
     def look(self) -> None:
         used = _now(self.clock) - self.began
-        if used < self.allowance_s or (self.over and used < self.struck_at + _AGAIN_S):
+        if used < self.allowance_s:
+            if not self.over and self._blocked_s(used) >= self.blocked_after_s:
+                self._strike(used, blocked=True)
             return
+        if not self.over or used >= self.struck_at + _AGAIN_S:
+            self._strike(used, blocked=False)
+
+    def _blocked_s(self, used: float) -> float:
+        """The wall-clock time the world's thread spent neither on a core nor waiting for one."""
+        idle = time.monotonic() - self.wall_began - used
+        if idle < self.blocked_after_s:
+            return idle  # the run queue is read only when it could matter
+        return idle - (_queued_s(self.native) - self.queued_began)
+
+    def _strike(self, used: float, *, blocked: bool) -> None:
         with self.lock:
             if self.done:
                 return
@@ -112,6 +194,9 @@ class _Watch:
                 frame = sys._current_frames().get(self.ident)
                 self.where = _where(frame)
                 self.over = True
+                self.blocked = blocked
+                if blocked and _ending is not None:
+                    _ending.end(blocked_words(self.blocked_after_s, self.where))
             self.struck_at = used
             _raise_in(self.ident, _Stopped)
 
@@ -129,6 +214,16 @@ def _cpu_clock(ident: int) -> int | None:
 
 def _now(clock: int | None) -> float:
     return time.process_time() if clock is None else time.clock_gettime(clock)
+
+
+def _queued_s(native: int) -> float:
+    """The seconds thread ``native`` of this process has waited on the run queue for a core (a
+    busy machine's delay, not the world's), or 0.0 where the system does not say."""
+    try:
+        with open(f"/proc/self/task/{native}/schedstat", encoding="ascii") as stat:
+            return int(stat.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _raise_in(ident: int, kind: type[BaseException] | None) -> None:
@@ -186,6 +281,9 @@ def allowance(cpu_s: float | None) -> Iterator[None]:
     dog = _watchdog()
     ident = threading.get_ident()
     watch = _Watch(ident, cpu_s, budget=budget)
+    ending = _ending
+    if ending is not None:
+        ending.arm(cpu_s)
     dog.watches[ident] = watch
     dog.running.set()
     try:
@@ -227,12 +325,16 @@ def _ended(watch: _Watch, dog: _Watchdog) -> bool:
     with watch.lock:
         watch.done = True
         dog.watches.pop(watch.ident, None)
+        if _ending is not None:
+            _ending.disarm()
         if watch.over:
             _raise_in(watch.ident, None)
         return watch.over
 
 
 def _overran(watch: _Watch) -> WorldOverran:
+    if watch.blocked:
+        return WorldBlocked(blocked_words(watch.blocked_after_s, watch.where))
     if watch.budget:
         return BudgetSpent(
             f"the search's time budget ran out while a world ran: it was stopped after "
@@ -256,8 +358,7 @@ def _where(frame: FrameType | None) -> str:
     users = [f for f in stack if not f.f_code.co_filename.startswith(_OURS)]
     if not users:
         return ""
-    inner = users[0]
-    place = f" at {_shown(inner.f_code.co_filename)}:{inner.f_lineno} in {inner.f_code.co_name}()"
+    place = place_of([(f.f_code.co_filename, f.f_lineno, f.f_code.co_name) for f in users[:1]])
     job = _job(stack)
     if job is None:
         return place
@@ -267,6 +368,15 @@ def _where(frame: FrameType | None) -> str:
         if "ctx" in f.f_locals and f.f_locals["ctx"] is job[1]:
             handler = f.f_code.co_name
     return f" in the handler {handler}() of job {job[0]!r},{place}"
+
+
+def place_of(frames: Sequence[tuple[str, int, str]]) -> str:
+    """``' at FILE:LINE in F()'``: the innermost of ``frames`` (file, line, function; innermost
+    first) that is the user's code, not the simulator's or Python's, or "" when none is."""
+    for filename, line, function in frames:
+        if not filename.startswith(_OURS):
+            return f" at {_shown(filename)}:{line} in {function}()"
+    return ""
 
 
 def _job(stack: list[FrameType]) -> tuple[str, object] | None:

@@ -1,116 +1,52 @@
-"""Where a search's worlds run: in this process, in worker processes of this machine, or on a
-Dask cluster. Whichever it is, results come back in the order the plans were given.
+"""Where a search's worlds run: in worker processes of this machine (one by default), on a Dask
+cluster, or (for a test of the search itself) in this process. Whichever it is, results come back
+in the order the plans were given.
 
 That order is what makes a search's answer the same for any number of workers: the search reads
 each world's result as if the worlds had run one after another, and stops at the first plan, in
 the order its stage yielded them, under which the world failed. A worker that finished a later
 plan first waits; a plan run past the one the search stops at is thrown away, never counted.
 
-A worker sends back only what the search's feedback needs (:class:`WorldResult`: the features
-the world reached, the service calls a fault struck, whether it failed), never the world's trace
-or its :class:`~sims.runners._outcome.Simulation`: that keeps the messages small, and a long
-search's memory flat.
+Worker processes are where a world that blocks in real time, or is stuck in one C call, can be
+stopped: the worker ends with it and a fresh one takes its place (:mod:`._worker`). A world run in
+this process could only be stopped once its call returned.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import signal
+import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from contextlib import ExitStack
+from multiprocessing.connection import wait
 from typing import Any, Protocol, TypeAlias, cast
 
-import attrs
-
-from ..faults._check import PlanError
-from ..faults._plan import FaultPlan
 from ..runners._dask import connect_to_cluster, summarise_chunk
-from ..runners._simulate import WorldError, simulate
-from ..runners._watchdog import BudgetSpent, within_budget
-from ..scenarios._registry import ScenarioRef
-from ._coverage import features_of, struck_service_calls
-from ._shape import CallsMade, calls_made
+from ._jobs import WorldJob, WorldResult, budget_spent, run_world
+from ._worker import LOOK_AGAIN_S, Ticket, Worker
+
+__all__ = [
+    "Cluster",
+    "Executor",
+    "InProcess",
+    "Processes",
+    "Results",
+    "WorldJob",
+    "WorldResult",
+    "budget_spent",
+    "run_world",
+]
 
 #: Each job with its world's result, in the jobs' order.
 Results: TypeAlias = Generator[tuple["WorldJob", "WorldResult"], None, None]
 
 #: How many plans each worker may have queued: enough that the workers keep busy while this
 #: process draws the next round of Hypothesis's plans (a queued plan the search no longer wants is
-#: skipped, or cancelled on a cluster, so a deep queue costs little).
+#: skipped, or cancelled on a cluster, so a deep queue costs little). A job is about 600 bytes
+#: pickled, so a worker's queue fits in its pipe's buffer (200 kB): sending one never waits on a
+#: worker that waits for this process to read its result.
 _QUEUED_PER_PROCESS = 64
-
-
-@attrs.frozen
-class WorldJob:
-    """One world to run: the scenario (by a reference that pickles), its seed, the store and the
-    plan."""
-
-    scenario: ScenarioRef
-    seed: int
-    mutant: str | None
-    plan: FaultPlan
-    #: The seconds of CPU the search's time budget had left when it asked for this world (None:
-    #: no time budget): the world is stopped there, not only at its own allowance.
-    cpu_left_s: float | None = attrs.field(default=None, eq=False)
-
-
-@attrs.frozen
-class WorldResult:
-    """What a search keeps of one world."""
-
-    #: The windows, faults, probes and marks it reached (:func:`features_of`).
-    features: frozenset[str] = frozenset()
-    #: The service calls a fault struck, as ("SERVICE.OPERATION", count) pairs.
-    struck: tuple[tuple[str, int], ...] = ()
-    #: The calls its drives made: who did what under the plan (what a second fault aims at).
-    made: CallsMade = attrs.field(factory=CallsMade)
-    #: Whether a check reported a violation.
-    violated: bool = False
-    #: What the world raised instead of running to its end, or None.
-    raised: str | None = None
-    #: The world refused the plan (a name it does not have): no world ran.
-    refused: bool = False
-    #: The search's time budget ran out while the world ran, and where it was stopped (not a
-    #: world at all: it is neither counted nor judged), or None.
-    cut: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.violated or self.raised is not None
-
-
-def run_world(job: WorldJob) -> WorldResult:
-    """Run one world and reduce it to its :class:`WorldResult`: in this process or a worker's."""
-    try:
-        with within_budget(job.cpu_left_s):
-            simulation = simulate(
-                job.scenario, job.seed, plan=job.plan, mutant=job.mutant, keep_trace=True
-            )
-    except PlanError:
-        return WorldResult(refused=True)
-    except (BudgetSpent, WorldError) as error:
-        cut = budget_spent(error)
-        if cut is not None:
-            return WorldResult(cut=str(cut))
-        if isinstance(error.__cause__, PlanError):
-            return WorldResult(refused=True)
-        return WorldResult(raised=str(error))
-    return WorldResult(
-        features=features_of(simulation),
-        struck=tuple(sorted(struck_service_calls(simulation).items())),
-        made=calls_made(simulation),
-        violated=bool(simulation.report.violations),
-    )
-
-
-def budget_spent(error: BaseException) -> BudgetSpent | None:
-    """The :class:`BudgetSpent` that stopped a world, or None: raised as itself by a world of the
-    simulator's own, or as the cause of the ``WorldError`` a user's world raises."""
-    for stopped in (error, error.__cause__):
-        if isinstance(stopped, BudgetSpent):
-            return stopped
-    return None
 
 
 class Executor(Protocol):
@@ -118,6 +54,11 @@ class Executor(Protocol):
 
     #: How the report names where the worlds ran, after "N worlds in T s of ...".
     where: str
+
+    def clock(self) -> float:
+        """The seconds a time budget counts: CPU time where the worlds run one at a time,
+        wall-clock time where they run side by side."""
+        ...
 
     def results(self, jobs: Iterable[WorldJob]) -> Results:
         """Each job with its result, in the jobs' order. The jobs are read lazily, a few ahead
@@ -128,9 +69,11 @@ class Executor(Protocol):
 
 
 class InProcess:
-    """Every world in this process, one after another: nothing runs ahead."""
+    """Every world in this process, one after another: nothing runs ahead, and nothing stops a
+    world blocked in real time until its call returns (for tests of the search itself)."""
 
     where = "CPU"
+    clock = staticmethod(time.process_time)
 
     def results(self, jobs: Iterable[WorldJob]) -> Results:
         for job in jobs:
@@ -140,59 +83,84 @@ class InProcess:
         pass
 
 
-#: In a worker process: the number of the batch of jobs the search still reads (see
-#: :class:`Processes`).
-_reading: Any = None
-
-
-def _start_worker(reading: Any) -> None:
-    global _reading
-    _reading = reading
-    # A Ctrl-C reaches every process of the terminal's group: the search stops its workers
-    # itself, and a worker's traceback would only bury the summary it prints.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _run_if_read(job: WorldJob, batch: int) -> WorldResult | None:
-    """Run ``job`` unless the search stopped reading its batch (it found what it wanted): a
-    queued job the search abandoned costs nothing."""
-    if _reading.value != batch:
-        return None
-    return run_world(job)
-
-
 class Processes:
     """Worlds in ``processes`` worker processes of this machine, forked from this one (so they
-    have the scenarios this process registered, as a sweep's workers do)."""
+    have the scenarios this process registered, as a sweep's workers do). With one, nothing runs
+    ahead (the next world is sent once this process has read the last), and a time budget counts
+    the CPU of both processes; with more, each has up to :data:`_QUEUED_PER_PROCESS` queued, and
+    a time budget counts wall-clock time."""
 
     def __init__(self, processes: int) -> None:
-        self.where = f"wall-clock time on {processes} processes"
-        self._window = processes * _QUEUED_PER_PROCESS
+        self.where = "CPU" if processes == 1 else f"wall-clock time on {processes} processes"
+        self._ahead = 1 if processes == 1 else _QUEUED_PER_PROCESS
         context = multiprocessing.get_context("fork")
-        self._reading = context.Value("q", 0, lock=False)
-        self._pool = context.Pool(processes, initializer=_start_worker, initargs=(self._reading,))
+        #: The number of the batch of jobs the search still reads: a worker skips the others.
+        self._reading: Any = context.Value("q", 0, lock=False)
+        self._workers = [Worker(context, self._reading) for _ in range(processes)]
+        #: The CPU the worlds used in the workers, as their results said.
+        self._cpu_s = 0.0
+        #: When to look next for a world stuck in one call.
+        self._look_at = 0.0
+
+    def clock(self) -> float:
+        if len(self._workers) == 1:
+            return time.process_time() + self._cpu_s
+        return time.monotonic()
 
     def results(self, jobs: Iterable[WorldJob]) -> Results:
         batch = self._reading.value
-
-        def submit(job: WorldJob) -> Callable[[], WorldResult]:
-            pending = self._pool.apply_async(_run_if_read, (job, batch))
-            return lambda: cast(WorldResult, pending.get())
-
+        order: deque[Ticket] = deque()
         try:
-            yield from _in_order(jobs, submit, self._window)
+            for job in jobs:
+                order.append(self._send(Ticket(job, batch)))
+                # Read results in order while every worker has its fill.
+                while order and (order[0].done or self._full()):
+                    if order[0].done:
+                        yield _answer(order.popleft())
+                    else:
+                        self._collect()
+            while order:
+                while not order[0].done:
+                    self._collect()
+                yield _answer(order.popleft())
         finally:
             self._reading.value = batch + 1  # what is still queued of this batch is skipped
 
+    def _full(self) -> bool:
+        return all(len(worker.sent) >= self._ahead for worker in self._workers)
+
+    def _send(self, ticket: Ticket) -> Ticket:
+        min(self._workers, key=lambda worker: len(worker.sent)).send(ticket)
+        return ticket
+
+    def _collect(self) -> None:
+        """Read whatever results have come, waiting for one; end a worker whose world is past
+        its time (:mod:`._worker`)."""
+        busy = {worker.connection: worker for worker in self._workers if worker.sent}
+        ready = wait(list(busy), LOOK_AGAIN_S)
+        for connection in ready:
+            self._cpu_s += busy[cast(Any, connection)].receive()
+        if time.monotonic() >= self._look_at:
+            self._look_at = time.monotonic() + LOOK_AGAIN_S
+            for worker in busy.values():
+                worker.end_if_stuck()
+
     def close(self) -> None:
         # Worlds still running were run past the search's answer: they are not waited for.
-        self._pool.terminate()
-        self._pool.join()
+        for worker in self._workers:
+            worker.close()
+
+
+def _answer(ticket: Ticket) -> tuple[WorldJob, WorldResult]:
+    assert ticket.result is not None  # a ticket of the batch being read is never skipped
+    return ticket.job, ticket.result
 
 
 class Cluster:
     """Worlds as tasks on the Dask cluster whose scheduler is at ``address``, as a sweep runs its
     seeds there (one world at a time per worker process, whatever its threads)."""
+
+    clock = staticmethod(time.monotonic)
 
     def __init__(self, address: str) -> None:
         self.where = f"wall-clock time on the cluster at {address}"

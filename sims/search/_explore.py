@@ -39,6 +39,12 @@ left of it (a world still running when it runs out is stopped, and not counted),
 ``find`` is stopped from inside its test function, and the shrinkers stop where it runs out,
 keeping the smallest failing plan they have. A stop event (Ctrl-C, in the command line) ends the
 search the same way, with the same report of what it searched.
+
+The worlds run in worker processes (one, by default), so that a world blocked in real time (a
+``time.sleep`` in a handler) or stuck in one C call, which no CPU allowance sees, can be ended
+with its worker: the search then stops and names that world, what it was doing and its plan. Only
+the clean world's second run and a finding's runs, whole simulations, run in this process, and
+each only once the same world ended in a worker.
 """
 
 from __future__ import annotations
@@ -48,7 +54,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -79,9 +84,8 @@ from ._executor import (
     WorldJob,
     WorldResult,
     budget_spent,
-    run_world,
 )
-from ._findings import Finding, forget, recall, remember
+from ._findings import Finding, forget, not_remembered, recall, remember
 from ._shape import CallsMade, WorldShape, shape_of, world_shape
 from ._shrink import shrink_in_batches
 from ._stages import answer_in_doubt_then_down, guided_pairs, second_faults, single_plans
@@ -151,6 +155,7 @@ _WHY = {
     "worlds": "the world budget ran out",
     "exhausted": "Hypothesis drew no new plan within the budget",
     "interrupted": "interrupted: Ctrl-C",
+    "blocked": "a world was blocked in real time",
 }
 
 
@@ -186,15 +191,22 @@ class SearchReport:
     recalled: bool = False
     #: Where the finding was remembered (:mod:`._findings`), or None (not asked to remember).
     remembered: Path | None = None
+    #: Why the finding could not be remembered (the folder cannot hold it), or None.
+    unremembered: str | None = None
     #: The world the time budget stopped while it ran, and where (it is not counted), or None.
     cut_world: str | None = None
+    #: The plan under which a world was blocked in real time (or stuck in one call), and what it
+    #: was doing ("world N was blocked ..."), or None. Its worker was ended, and the search
+    #: stopped there.
+    blocked: tuple[FaultPlan, str] | None = None
 
     @property
     def failed(self) -> bool:
         """Whether the search found something wrong, or could not search at all (the budget
         ran out before the clean world ended: nothing was searched, which is no clean result)."""
         found = self.found is not None or self.nondeterminism is not None
-        return found or self.raised is not None or self.searched_nothing
+        stuck = self.raised is not None or self.blocked is not None
+        return found or stuck or self.searched_nothing
 
     @property
     def searched_nothing(self) -> bool:
@@ -215,6 +227,8 @@ class SearchReport:
                 "scenario's own calls, a check), or the simulator did"
             )
             yield from self._remembered_lines()
+        if self.blocked is not None:
+            yield from self._blocked_lines(head, budget, *self.blocked)
         if self.nondeterminism is not None:
             yield f"{head}: the world is not a function of its seed ({budget}):"
             yield f"  {self.nondeterminism}"
@@ -228,7 +242,7 @@ class SearchReport:
                 "  a world that needs more CPU needs a larger --budget; a loop that never awaits "
                 "is the world's bug (docs/search.md, A world that never ends)"
             )
-        elif self.nondeterminism is None and self.raised is None:
+        elif self.nondeterminism is None and self.raised is None and self.blocked is None:
             yield (
                 f"{head}: no check failed in {budget} ({_WHY.get(self.stopped, self.stopped)}). "
                 "What was searched:"
@@ -258,12 +272,25 @@ class SearchReport:
             yield "it is the plan an earlier search of this world found, tried first."
         yield from self._remembered_lines()
 
+    def _blocked_lines(self, head: str, budget: str, plan: FaultPlan, words: str) -> Iterator[str]:
+        yield (
+            f"{head}: a world blocked its process, so it was ended and the search stopped there "
+            f"({budget}):"
+        )
+        yield f"  {words}"
+        planned = repr(plan) if plan else None  # the clean world's command names no plan
+        again = replay_command(self.scenario, self.seed, mutant=self.mutant, plan=planned)
+        yield f"  run it again: {again}"
+        yield from self._remembered_lines()
+
     def _remembered_lines(self) -> Iterator[str]:
         if self.remembered is not None:
             yield (
                 f"remembered in {self.remembered}: tried first when this world is explored again "
                 "(python -m sims findings lists and clears what is remembered)"
             )
+        if self.unremembered is not None:
+            yield self.unremembered
 
 
 def search(
@@ -288,9 +315,10 @@ def search(
     that it reproduces. Given ``start``, a plan that already fails (a sweep seed's drawn plan,
     one written by hand), it searches nothing and shrinks that plan.
 
-    The worlds run in this process, or in ``jobs`` worker processes, or on the Dask cluster whose
-    scheduler is at ``scheduler``. The seconds are this process's CPU time (``clock``) when the
-    worlds run here, and wall-clock time when they run elsewhere. Deterministic for a world
+    The worlds run in ``jobs`` worker processes (one by default, where a world that blocks in
+    real time can be ended), or on the Dask cluster whose scheduler is at ``scheduler``. The
+    seconds (``clock``) are CPU time, this process's and its worker's, with one worker, and
+    wall-clock time with more, or on a cluster. Deterministic for a world
     budget, whatever the number of workers: the stages run in a fixed order, Hypothesis's rounds
     have fixed seeds, and results are read in the order the plans were given (a time budget stops
     where the machine's speed says). Setting ``stop`` ends the search at once, with the report of
@@ -312,7 +340,7 @@ def search(
             max_worlds=max_worlds,
             max_seconds=max_seconds,
             fresh_process=fresh_process,
-            clock=clock or (time.process_time if jobs == 1 and not scheduler else time.monotonic),
+            clock=clock or executor.clock,
             executor=executor,
             stop=stop,
             progress=progress,
@@ -336,7 +364,7 @@ def _executor(jobs: int, scheduler: str | None) -> Executor:
                 "(its workers' threads), so pass one or the other"
             )
         return Cluster(scheduler)
-    return InProcess() if jobs == 1 else Processes(jobs)
+    return Processes(jobs)
 
 
 def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> SearchReport:
@@ -345,14 +373,9 @@ def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> Sea
     searching.tell("the clean world, twice")
     # A world that is no function of its seed makes every verdict after it meaningless, so this
     # comes first.
-    clean = searching.run(NO_FAULTS, budgeted=True)
-    again = searching.run(NO_FAULTS, budgeted=True)
-    differs = first_difference(clean.outcome.trace, again.outcome.trace)
+    clean, differs = searching.clean_world()
     if differs is not None:
-        return searching.report(
-            nondeterminism=f"the clean world, run twice in one process: {differs}",
-            stopped="nondeterminism",
-        )
+        return searching.report(nondeterminism=differs, stopped="nondeterminism")
     if clean.report.violations:
         return searching.checked(NO_FAULTS, clean)
     if start is not None:
@@ -367,8 +390,7 @@ def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> Sea
             return searching.shrunk(outcome)
         if outcome is not None:
             return outcome
-        searching.tell("it passes now: forgotten")
-        forget(remembered)
+        searching.forget(remembered)
     shape = shape_of(clean)
     singles = single_plans(shape, max(1, (searching.max_worlds - searching.worlds) // 2))
     # The coordinated faults at a service take at most a quarter of what is left after them.
@@ -456,6 +478,8 @@ class _Search:
     recalled: bool = False
     #: The world the time budget stopped while it ran, and where, or None.
     cut_world: str | None = None
+    #: The plan under which a world was blocked in real time, and what it was doing, or None.
+    blocked: tuple[FaultPlan, str] | None = None
 
     def __attrs_post_init__(self) -> None:
         self.started = self.clock()
@@ -464,7 +488,10 @@ class _Search:
     # -- the budget --
 
     def out_of_time(self) -> str | None:
-        """ "interrupted" (the stop event), "seconds" (the time budget), or None."""
+        """ "blocked" (a world was blocked in real time), "interrupted" (the stop event),
+        "seconds" (the time budget), or None."""
+        if self.blocked is not None:
+            return "blocked"
         if self.stop is not None and self.stop.is_set():
             return "interrupted"
         left = self.seconds_left()
@@ -495,14 +522,21 @@ class _Search:
 
     # -- running worlds --
 
-    def job(self, plan: FaultPlan) -> WorldJob:
-        return WorldJob(self.ref, self.seed, self.mutant, plan, cpu_left_s=self.seconds_left())
+    def job(self, plan: FaultPlan, *, trace: bool = False) -> WorldJob:
+        """The job of the world under ``plan``; with its ``trace``, the scenario spelled as this
+        process spells it (that job goes to a forked worker only), so the traces compare."""
+        scenario = self.scenario if trace else self.ref
+        left = self.seconds_left()
+        return WorldJob(scenario, self.seed, self.mutant, plan, cpu_left_s=left, trace=trace)
 
-    def was_cut(self, result: WorldResult) -> bool:
-        """Whether the budget stopped ``result``'s world while it ran (then the search stops)."""
+    def was_cut(self, plan: FaultPlan, result: WorldResult) -> bool:
+        """Whether the budget stopped ``result``'s world while it ran, or it was blocked in real
+        time (either way the search stops)."""
+        if result.blocked is not None:
+            self.blocked = (plan, f"world {self.worlds + 1} {result.blocked}")
         if result.cut is not None:
             self.cut_world = result.cut
-        return result.cut is not None
+        return result.cut is not None or result.blocked is not None
 
     def commit(self, plan: FaultPlan, result: WorldResult, *, remember: bool = False) -> None:
         """Count one world and what it reached, in the order its stage gave it."""
@@ -531,7 +565,7 @@ class _Search:
         try:
             while self.out_of_time() is None:
                 job, result = next(results, (None, None))
-                if job is None or result is None or self.was_cut(result):
+                if job is None or result is None or self.was_cut(job.plan, result):
                     return
                 yield job.plan, result
         finally:
@@ -557,14 +591,47 @@ class _Search:
                 return index
         return None
 
-    def violates(self, plan: FaultPlan) -> bool:
-        """Whether the world fails under ``plan``, run in this process: a check's violation, or
-        the world raised."""
-        result = run_world(self.job(plan))
-        if self.was_cut(result):
+    def one(self, plan: FaultPlan, *, trace: bool = False) -> WorldResult:
+        """The world under ``plan``, run by the executor on its own, or :class:`Stopped` when
+        the budget stopped it or it was blocked in real time."""
+        results = self.executor.results([self.job(plan, trace=trace)])
+        try:
+            _, result = next(results)
+        finally:
+            results.close()
+        if self.was_cut(plan, result):
             raise Stopped
+        return result
+
+    def violates(self, plan: FaultPlan) -> bool:
+        """Whether the world fails under ``plan``: a check's violation, or the world raised."""
+        result = self.one(plan)
         self.commit(plan, result)
         return result.failed
+
+    def clean_world(self) -> tuple[Simulation, str | None]:
+        """The clean world, run twice, and where the two runs differ (None: byte for byte).
+
+        The first run is the executor's, where a clean world blocked in real time is ended; the
+        second, in this process, is the simulation the search goes on from (with worlds run in
+        this process, both are)."""
+        if not isinstance(self.executor, Processes):  # nothing to gain from a worker run
+            first = self.run(NO_FAULTS, budgeted=True).outcome.trace
+            where = "run twice in one process"
+        else:
+            result = self.one(NO_FAULTS, trace=True)
+            self.commit(NO_FAULTS, result)
+            if result.trace is None:  # it raised there: here it raises too, as the world's error
+                clean = self.run(NO_FAULTS, budgeted=True)
+                return clean, (
+                    f"the clean world raised in the search's worker process ({result.raised}), "
+                    "and not in this one"
+                )
+            first = Trace.from_lines(result.trace.decode("utf-8").splitlines())
+            where = "run in the search's worker process, then in this one"
+        clean = self.run(NO_FAULTS, budgeted=True)
+        differs = first_difference(first, clean.outcome.trace)
+        return clean, None if differs is None else f"the clean world, {where}: {differs}"
 
     def run(self, plan: FaultPlan, *, budgeted: bool = False) -> Simulation:
         """The world under ``plan`` as a whole simulation, in this process: the clean world
@@ -603,6 +670,18 @@ class _Search:
             self.tell(f"the plan an earlier search found ({found.path})")
         return found
 
+    def forget(self, found: Finding) -> None:
+        """Forget a remembered plan under which the world passes now."""
+        try:
+            forget(found)
+        except OSError as error:
+            self.tell(
+                f"it passes now, but {found.path} could not be removed ({error.strerror}); "
+                "python -m sims findings clear removes it"
+            )
+        else:
+            self.tell("it passes now: forgotten")
+
     def kept(self, report: SearchReport) -> SearchReport:
         """``report``, its failing plan remembered (a finding that reproduced, or a plan that
         made the world raise; not a plan of no faults: the clean world is run first anyway)."""
@@ -611,10 +690,17 @@ class _Search:
             plan = report.found.plan
         elif report.raised is not None:
             plan = report.raised[0]
-        path = None
+        elif report.blocked is not None:
+            plan = report.blocked[0]
+        path, unremembered = None, None
         if self.findings is not None and plan:
-            path = remember(self.findings, self.shown, self.seed, self.mutant, plan)
-        return attrs.evolve(report, recalled=self.recalled, remembered=path)
+            try:
+                path = remember(self.findings, self.shown, self.seed, self.mutant, plan)
+            except OSError as error:  # the finding is still told; only the keeping is lost
+                unremembered = not_remembered(self.findings, error)
+        return attrs.evolve(
+            report, recalled=self.recalled, remembered=path, unremembered=unremembered
+        )
 
     # -- Hypothesis's stage, shrinking, checking --
 
@@ -704,6 +790,7 @@ class _Search:
             coverage=self.coverage,
             where=self.executor.where,
             cut_world=self.cut_world,
+            blocked=self.blocked,
             **{"found": None, **fields},
         )
 

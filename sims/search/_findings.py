@@ -13,7 +13,9 @@ mutant or none) in a folder of the project it ran in, ``.sims/findings/`` by def
 
 The plan is read back with :func:`~sims.faults._plan.plan_from_text`, which executes nothing: a
 file is data, never code. A file that does not read as one (edited by hand, cut short) is left
-alone and ignored; the next finding for its world replaces it.
+alone and ignored; the next finding for its world replaces it. A folder that cannot hold them (a
+file of that name, a read-only disk) loses nothing but the remembering: the search's report still
+shows its finding, and says why it was not kept (:func:`not_remembered`).
 """
 
 from __future__ import annotations
@@ -86,6 +88,19 @@ def remember(
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def not_remembered(folder: Path, error: OSError) -> str:
+    """Why ``folder`` could not keep a finding, in one line with the remedies."""
+    blocking = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        why = f"{blocking} is a file, not a folder"
+    else:
+        why = error.strerror or str(error)
+    return (
+        f"not remembered: {folder} cannot hold findings ({why}); make it a folder you can write "
+        f"to, name another with {FOLDER_VARIABLE}=FOLDER, or explore with --no-remember"
+    )
 
 
 def recall(folder: Path, scenario: str, seed: int, mutant: str | None) -> Finding | None:

@@ -306,8 +306,14 @@ def test_a_leg_delay_past_every_float_is_refused_where_the_link_is_built(ms: int
         link.delay_ms(link.request_ms, LinkCall("lan", 1, "s1", "claim", ()))
 
 
-def test_a_leg_delay_a_float_holds_is_taken() -> None:
-    link = Link(name="lan", request_ms=10**300, reply_ms={"claim": 1e300, "*": 2})
+def test_a_leg_latency_of_up_to_a_day_is_taken_and_one_past_it_refused() -> None:
+    # A latency a float holds but no network has (1e300 ms) used to be taken: every call over the
+    # link waited for ever. A day is the most a leg may be given.
+    link = Link(name="lan", request_ms=86_400_000, reply_ms={"claim": 86_400_000.0, "*": 2})
     call = LinkCall("lan", 1, "s1", "claim", ())
-    assert link.delay_ms(link.request_ms, call) == 1e300
-    assert link.delay_ms(link.reply_ms, call) == 1e300
+    assert link.delay_ms(link.request_ms, call) == 86_400_000
+    assert link.delay_ms(link.reply_ms, call) == 86_400_000
+    with pytest.raises(
+        ValueError, match=r"^request_ms=10{300}; a leg's latency is at most 86400000 ms \(a day\)"
+    ):
+        Link(name="lan", request_ms=10**300)

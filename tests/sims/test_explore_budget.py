@@ -10,11 +10,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from sims import CrashAfter, FaultPlan, HoldLeg, SearchReport, search, world_shape
@@ -39,16 +41,19 @@ WORLD_S = 0.01
 @pytest.fixture
 def worlds_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[], float]:
     """A clock that moves only as worlds of the search's stages run, WORLD_S each: a time budget
-    of N × WORLD_S is N worlds, on any machine."""
+    of N × WORLD_S is N worlds, on any machine. The searches run their worlds in this process,
+    where they can be counted."""
     ran = [0]
     real = _executor.run_world
 
     def counted(job: WorldJob) -> WorldResult:
         ran[0] += 1
-        return real(job)
+        # The budget is counted in worlds here, not in CPU: what it has left caps no world's CPU
+        # (it would stop one at random, as the watchdog looks at it or not).
+        return real(attrs.evolve(job, cpu_left_s=None))
 
     monkeypatch.setattr(_executor, "run_world", counted)
-    monkeypatch.setattr(_explore, "run_world", counted)
+    monkeypatch.setattr(_explore, "_executor", lambda jobs, scheduler: InProcess())
     return lambda: ran[0] * WORLD_S
 
 
@@ -185,6 +190,7 @@ def test_hypothesis_stops_shrinking_when_the_time_runs_out(
     cut = bounded.hypothesis(shape, 4)
     assert isinstance(cut, FaultPlan)
     assert bounded.worlds == first + 3
+    bounded.max_seconds = None  # the budget is spent: a world run now would be stopped at once
     assert bounded.violates(cut)  # the smallest failing plan so far: it fails
 
 
@@ -402,3 +408,63 @@ def test_a_clean_world_the_budget_stops_is_no_clean_result() -> None:
     lines = list(report.lines())
     assert lines[0].endswith("nothing was searched: the clean world did not end within the budget.")
     assert "in the handler spins_in_step() of job 'charge'" in lines[1]
+
+
+BLOCKING = Path(__file__).parent / "worlds" / "blocking.py"
+BLOCKED = re.compile(
+    r"world (?P<n>\d+) was blocked in real time \(not on the world's clock\) for more than "
+    r"[0-9.]+ s in the handler naps_on_timeout\(\) of job 'charge', at \S*blocking\.py:\d+ in "
+    r"naps_on_timeout\(\): a handler, step body or service must not sleep or block on real "
+    r"time; use trio\.sleep"
+)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_world_blocked_in_real_time_is_ended_with_its_worker_and_named(jobs: int) -> None:
+    # Once a fault times its ping out, the handler sleeps 30 s of real time: it uses no CPU, so
+    # neither its allowance nor the budget (CPU, with one worker) would ever see it, and in this
+    # process nothing could stop it before the sleep returned. Its worker is ended when it has
+    # been blocked for what was left of the budget, and the search stops there, naming the
+    # world, the handler, its line and the plan.
+    began = time.monotonic()
+    report = search(f"{BLOCKING}:naps-on-timeout", max_seconds=1.0, jobs=jobs)
+    assert time.monotonic() - began < 10  # about 1 s; the world alone would take 30
+    assert report.failed
+    assert report.stopped == "blocked"
+    assert report.blocked is not None
+    plan, words = report.blocked
+    blocked = BLOCKED.fullmatch(words)
+    assert blocked is not None, words
+    assert int(blocked["n"]) == report.worlds + 1 > 2  # the clean world twice, then the faults
+    assert [getattr(fault, "operation", None) for fault in plan.faults] == ["pinger.ping"]
+    lines = list(report.lines())
+    assert lines[0].startswith(
+        f"explore {report.scenario}, seed 1: a world blocked its process, so it was ended and the "
+        f"search stopped there ({report.worlds} worlds in "
+    )
+    assert lines[1] == f"  {words}"
+    assert lines[2] == (
+        f'  run it again: python -m sims run {report.scenario} --seed 1 --plan "{plan!r}"'
+    )
+    assert len(lines) == 3
+
+
+def test_a_world_stuck_in_one_c_call_is_ended_without_a_time_budget() -> None:
+    # sum(range(...)) is one call into C that never comes back to Python, so even the watchdog's
+    # thread cannot run. Its worker posted when the world began, with its allowance (0.5 s): once
+    # the worker has used twice that and a second more of CPU, the search has its stacks written
+    # and kills it.
+    began = time.monotonic()
+    report = search(f"{BLOCKING}:stuck", max_seconds=None, max_worlds=10, fresh_process=False)
+    assert time.monotonic() - began < 10  # about 2 s; the call alone takes half a minute
+    assert report.failed
+    assert report.blocked is not None
+    plan, words = report.blocked
+    assert plan == FaultPlan(())
+    assert re.fullmatch(
+        r"world 1 was stuck in one call for more than 2\.0 s of CPU at "
+        r"\S*blocking\.py:\d+ in stuck\(\), never coming back to Python \(a call into C that "
+        r"holds the interpreter\): a handler, step body or service must not block on real time "
+        r"or compute without end; use trio\.sleep, and await inside a long computation",
+        words,
+    ), words

@@ -120,3 +120,21 @@ def test_a_block_in_time_is_untouched_and_an_error_of_its_own_passes_through() -
     with pytest.raises(KeyError), allowance(5.0):
         raise KeyError("its own")
     assert _watchdog().watches == {}
+
+
+def test_a_world_blocked_in_real_time_here_is_named_once_its_call_returns() -> None:
+    # In this process no exception reaches a thread inside time.sleep: the strike lands when the
+    # sleep of 0.6 s returns, and the world is told as blocked in real time, not as a loop (it
+    # used no CPU). Explore runs its worlds where a blocked one can be ended at once
+    # (test_explore_budget.py).
+    blocking = "tests/sims/worlds/blocking.py"
+    lines = (Path(blocking).read_text().splitlines()).index("    time.sleep(0.6)  # naps briefly")
+    with pytest.raises(WorldError) as caught:
+        simulate(f"{blocking}:naps-briefly", 1)
+    assert str(caught.value) == (
+        f"scenario {blocking}:naps-briefly raised at {blocking}:{lines + 1} with seed 1: "
+        "WorldBlocked: the world was blocked in real time (not on the world's clock) for more "
+        f"than 0.2 s in the handler naps_briefly() of job 'charge', at {blocking}:{lines + 1} in "
+        "naps_briefly(): a handler, step body or service must not sleep or block on real time; "
+        "use trio.sleep"
+    )
