@@ -335,7 +335,9 @@ class ScopeActor:
     def _noted(self) -> None:
         """A turn ended: the watch notes the file and log as the scope's own writes (and SQLite's
         checkpoints among them) left them."""
-        if self._watch is not None and self._changed is None:
+        # Not once the database is closed (a retirement wakes the actor to end it): its files
+        # are SQLite's no more, and reading them would look for descriptors that are gone.
+        if self._watch is not None and self._changed is None and self._database is not None:
             self._watch.noted()
 
     def _shut_on_change(self, found: str) -> None:
