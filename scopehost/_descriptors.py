@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ._files import identity
+
 #: Where the process's descriptors are listed, each a link to the file it has open.
 _TABLES = ("/proc/self/fd", "/dev/fd")
 #: How far above the lowest free descriptor (taken before SQLite opened its files) to look first.
@@ -46,12 +48,8 @@ class HeldFile:
 
     def __init__(self, path: str, near: int | None) -> None:
         self.path = path
-        self._identity = _identity_at(path)
+        self._identity = identity(Path(path))
         self._descriptor = self._find(near)
-
-    @property
-    def found(self) -> bool:
-        return self._descriptor is not None
 
     def read(self, length: int, offset: int = 0) -> bytes | None:
         """``length`` bytes at ``offset``, or None when no descriptor of the file is open here."""
@@ -81,14 +79,6 @@ class HeldFile:
                 if name.isdigit() and _identity_of(int(name)) == self._identity:
                     return int(name)
         return None
-
-
-def _identity_at(path: str) -> tuple[int, int] | None:
-    try:
-        found = os.stat(Path(path))
-    except OSError:
-        return None
-    return found.st_dev, found.st_ino
 
 
 def _identity_of(descriptor: int) -> tuple[int, int] | None:

@@ -70,10 +70,11 @@ SETUP = WorldSetup(scopes=(SCOPE,), lease_ms=5_000, services=(CARD, MAIL))
 def charged_once(trace: Trace) -> list[UserFinding]:
     """Every order whose run ended done was charged exactly once, unless its card declined it;
     no order was charged twice, whatever became of its run."""
+    sent = {(e["drive"], e["seq"]): e["args"] for e in trace.of("svc.send")}
     charges: dict[str, list[float]] = {}
     for event in trace.of("svc.exec"):
         if event["op"] == "card.charge" and event["effect"]:
-            order = _sent_args(trace, event)["order"]
+            order = sent[(event["drive"], event["seq"])]["order"]
             charges.setdefault(order, []).append(event["t"])
     found = [
         UserFinding(f"order {order} was charged {len(times)} times", at_ms=times[1])
@@ -90,13 +91,6 @@ def charged_once(trace: Trace) -> list[UserFinding]:
                 if not declined and order not in charges:
                     found.append(UserFinding(f"order {order} ended done, never charged"))
     return found
-
-
-def _sent_args(trace: Trace, executed: dict[str, Any]) -> dict[str, Any]:
-    for event in trace.of("svc.send"):
-        if (event["drive"], event["seq"]) == (executed["drive"], executed["seq"]):
-            return dict(event["args"])
-    raise AssertionError(f"no svc.send for {executed}")
 
 
 def _payload(row: dict[str, Any]) -> dict[str, Any]:
