@@ -226,11 +226,31 @@ def _queued_s(native: int) -> float:
         return 0.0
 
 
-def _raise_in(ident: int, kind: type[BaseException] | None) -> None:
-    """Raise ``kind`` in thread ``ident`` at its next line of Python (None: take it back)."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(ident), ctypes.py_object(kind) if kind is not None else ctypes.c_void_p(0)
-    )
+def _raise_in(ident: int, kind: type[BaseException]) -> None:
+    """Raise ``kind`` in thread ``ident`` at its next line of Python."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(kind))
+
+
+class _TakenBack(BaseException):
+    """Delivered by :func:`_take_back` and caught there at once; never seen outside it."""
+
+
+def _take_back(ident: int) -> None:
+    """Take back a strike at this thread (``ident`` is the calling thread) that may not have
+    landed yet, leaving nothing pending.
+
+    ``PyThreadState_SetAsyncExc(NULL)`` would clear the strike but not the interpreter's flag
+    that one is pending (CPython 3.11 lowers it only when it delivers one); with a trace function
+    set later (``sys.settrace``, coverage.py, a debugger) that flag sends the interpreter round
+    the first instruction of the next call for ever. So a harmless one replaces the strike and is
+    delivered here, at the loop's first jump back, which lowers the flag."""
+    try:
+        _raise_in(ident, _TakenBack)
+        for _ in range(1_000):
+            pass
+    except _TakenBack:
+        return
+    raise AssertionError("the interpreter did not deliver an exception set for this thread")
 
 
 class _Watchdog:
@@ -328,7 +348,7 @@ def _ended(watch: _Watch, dog: _Watchdog) -> bool:
         if _ending is not None:
             _ending.disarm()
         if watch.over:
-            _raise_in(watch.ident, None)
+            _take_back(watch.ident)
         return watch.over
 
 

@@ -4,6 +4,8 @@ user's bug with the handler's name and line, under every entry point (issue 27, 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -138,3 +140,25 @@ def test_a_world_blocked_in_real_time_here_is_named_once_its_call_returns() -> N
         "naps_briefly(): a handler, step body or service must not sleep or block on real time; "
         "use trio.sleep"
     )
+
+
+def test_a_trace_function_set_after_a_stopped_world_does_not_hang_the_process() -> None:
+    # Taking a strike back once left CPython's "exception pending" flag raised, and the first call
+    # made under a trace function (sys.settrace, coverage.py, a debugger) then never returned. In
+    # a process of its own, so that the bug fails this test rather than hanging the suite.
+    program = (
+        "import sys\n"
+        "from sims import WorldError, simulate\n"
+        "try:\n"
+        f"    simulate({SHOWN + ':spins'!r}, 1)\n"
+        "except WorldError:\n"
+        "    pass\n"
+        "def called():\n"
+        "    return 'returned'\n"
+        "sys.settrace(lambda frame, event, arg: None)\n"
+        "print(called())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (0, "returned\n"), done.stderr
