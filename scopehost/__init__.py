@@ -27,6 +27,7 @@ from ._errors import (
     TransportError,
     UnsyncedWrite,
 )
+from ._history import HistoryRecorder
 from ._host import DIRECT_LINK, DatabaseFactory, ScopeHost, open_scope_host
 from ._link import (
     DeliverLate,
@@ -41,6 +42,7 @@ from ._link import (
 )
 from ._network import Network, VirtualClock
 from ._operations import DEFAULT_OPERATIONS, ModuleOperation
+from ._recording import RecordingJobDriver
 from ._sql import (
     JOB_RUN_BEGIN_SQL,
     JOB_RUN_CLAIM_SQL,
@@ -73,6 +75,7 @@ __all__ = [
     "DatabaseFactory",
     "DeliverLate",
     "DoorHeld",
+    "HistoryRecorder",
     "HostClosed",
     "JobRunDump",
     "JobStepDumpRow",
@@ -82,6 +85,7 @@ __all__ = [
     "LinkOutcome",
     "ModuleOperation",
     "Network",
+    "RecordingJobDriver",
     "ReplyDropped",
     "ReplyHook",
     "RequestAbandoned",

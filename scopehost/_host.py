@@ -30,6 +30,7 @@ from ._describe import describe
 from ._errors import DoorHeld, HostClosed, ScopeFileForeign, ScopeFileGone, host_closed
 from ._files import OpenedFiles
 from ._gate import OutputGate, runs_on_the_wall_clock
+from ._history import HistoryRecorder
 from ._identity import (
     foreign_file_message,
     foreign_tables,
@@ -137,6 +138,8 @@ class ScopeHost:
         self._known = KnownScopes(directory) if directory is not None else None
         self._held_doors: set[tuple[str, str]] = set()
         self._direct = Link(name=DIRECT_LINK)
+        #: Where the host writes its history, when it records one (``record=``).
+        self.recorder: HistoryRecorder | None = None
         #: Set as the host begins to close, before its tasks are cancelled: from then on no call
         #: reaches a scope, and each is answered ``HostClosed`` instead.
         self.closed = False
@@ -495,6 +498,7 @@ async def open_scope_host(
     idle_ms: float | None = None,
     max_open_scopes: int | None = None,
     durable: bool = True,
+    record: str | Path | HistoryRecorder | None = None,
 ) -> AsyncIterator[ScopeHost]:
     """A scope host whose actors and network run in a nursery for the block's duration.
 
@@ -521,7 +525,18 @@ async def open_scope_host(
     ``durable`` (a directory host): each reply waits until the write it follows is synced to disk,
     as a Durable Object's output gate holds it (see ``scopehost._gate``). ``durable=False`` lets
     replies leave at commit: faster, and the last commits before a power loss may be lost.
+
+    ``record`` (a folder, or a ``HistoryRecorder``) writes the host's history there as it happens,
+    for ``python -m sims check``; the ``RecordingJobDriver``s built on the host write theirs into
+    it too (docs/recording.md). It is the host's observer: give one or the other.
     """
+    if record is not None:
+        if observer is not None:
+            raise ValueError(
+                "record= and observer= were both given; a recording host's observer is its "
+                "history: read the history file, or record without it and observe"
+            )
+        observer = record if isinstance(record, HistoryRecorder) else HistoryRecorder(record)
     path = None if directory is None else _scope_directory(directory)
     if jump_clock:
         check_jumpable_clock()
@@ -547,6 +562,7 @@ async def open_scope_host(
             max_open_scopes=max_open_scopes,
             durable=durable,
         )
+        host.recorder = observer if isinstance(observer, HistoryRecorder) else None
         nursery.start_soon(host.network.serve, name="network")
         if host.gate is not None and host.gate.threaded:
             nursery.start_soon(host.gate.serve, name="output gate")
@@ -561,6 +577,8 @@ async def open_scope_host(
             nursery.cancel_scope.cancel()
             host.network.close()
     host._close()
+    if host.recorder is not None and not isinstance(record, HistoryRecorder):
+        host.recorder.close()  # the host made it; one given is the giver's to close
 
 
 def _scope_directory(directory: str | Path) -> Path:

@@ -23,6 +23,7 @@ expires, and the provider's keys outlive it, so the fixed variant still charges 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ import trio
 from driver import JobDriver, JobRunFilter, StartJobRunInput
 from examples.shop.jobs import MODULE, customers, shop_jobs
 from examples.shop.providers import LIMIT_CENTS, CardProvider, Mailer
-from scopehost import ScopeHost, open_scope_host
+from scopehost import RecordingJobDriver, ScopeDatabase, ScopeHost, open_scope_host
 from serviceclients import HttpServices
 
 SCOPE = "shop"
@@ -51,12 +52,41 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--late-ms", type=float, default=2_500.0, help="how late a late answer is")
     parser.add_argument("--seed", type=int, default=1, help="which answers go wrong")
     parser.add_argument("--deadline-s", type=float, default=300.0, help="give up after this long")
+    parser.add_argument(
+        "--record",
+        type=Path,
+        metavar="FOLDER",
+        help="record the host's history there, for `python -m sims check FOLDER`",
+    )
+    parser.add_argument(
+        "--mutant",
+        metavar="NAME",
+        help="serve on a deliberately broken store, one of the simulator's mutants (listed by "
+        "`python -m sims --help`), to see `check` name the rule it breaks",
+    )
     found = parser.parse_args(argv)
     if not 1 <= found.orders <= 10_000:
         parser.error(f"--orders {found.orders}: give a number of orders from 1 to 10000")
     if not 0 <= found.drop_rate < 0.5:
         parser.error(f"--drop-rate {found.drop_rate}: give a share from 0 up to (not) 0.5")
+    if found.mutant is not None:
+        from sims.mutants._catalog import MUTANTS  # only for --mutant: the shop needs no sims
+
+        if found.mutant not in MUTANTS:
+            parser.error(f"--mutant {found.mutant}: no such mutant; one of {', '.join(MUTANTS)}")
     return found
+
+
+def _store(options: argparse.Namespace) -> tuple[Any, Any]:
+    """The store's database class and the context it is served in: the real one, or a mutant
+    (a class, and the source ablations it carries, applied for the serve's length)."""
+    if options.mutant is None:
+        return ScopeDatabase, contextlib.nullcontext()
+    from sims.mutants._ablation import ablated
+    from sims.mutants._catalog import MUTANTS
+
+    mutant = MUTANTS[options.mutant]
+    return mutant, ablated(*getattr(mutant, "ablations", ()))
 
 
 async def serve(options: argparse.Namespace) -> int:
@@ -68,23 +98,34 @@ async def serve(options: argparse.Namespace) -> int:
     mail.start()
     try:
         endpoints = {"card": card.url, "mail": mail.url}
+        database, served = _store(options)
         async with (
-            open_scope_host(folder / "scopes") as host,
+            open_scope_host(
+                folder / "scopes",
+                database=database,
+                record=options.record,
+                # Only the drives' calls are the history: the reads this program polls the runs
+                # with, over the host's own link, change nothing and would fill it.
+                observe_direct=False,
+            ) as host,
             HttpServices(endpoints) as services,
         ):
-            drives = [JobDriver(host, name=name, services=services) for name in ("cron", "alarm")]
+            # A recording host's drives record their side too (what each handler asked).
+            drive_class = JobDriver if options.record is None else RecordingJobDriver
+            drives = [drive_class(host, name=n, services=services) for n in ("cron", "alarm")]
             for drive in drives:
                 for job in shop_jobs(options.variant):
                     drive.register(job)
-            await _start_month_end(drives[0], options.orders)
-            with trio.move_on_after(options.deadline_s):
-                async with trio.open_nursery() as nursery:
-                    for drive in drives:
-                        # A drive works on several runs at once (a pass waiting on a slow
-                        # provider holds up no other); claims keep them apart.
-                        for _ in range(WORKERS):
-                            nursery.start_soon(_drive_until_done, drive, host, options.orders)
-            runs = await _runs(host)
+            with served:
+                await _start_month_end(drives[0], options.orders)
+                with trio.move_on_after(options.deadline_s):
+                    async with trio.open_nursery() as nursery:
+                        for drive in drives:
+                            # A drive works on several runs at once (a pass waiting on a slow
+                            # provider holds up no other); claims keep them apart.
+                            for _ in range(WORKERS):
+                                nursery.start_soon(_drive_until_done, drive, host, options.orders)
+                runs = await _runs(host)
         charged, mails, faults = card.charges_by_order(), mail.mails(), dict(card.faults)
     finally:
         card.close()

@@ -61,6 +61,7 @@ from ._arguments import (
     checked_positive,
     glue_seeds,
 )
+from ._check import check_command
 from ._conformance import conformance_command
 from ._findings import findings_command
 from ._interrupt import stop_on_ctrl_c
@@ -662,4 +663,5 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "explore": _explore,
     "conformance": conformance_command,
     "findings": findings_command,
+    "check": check_command,
 }

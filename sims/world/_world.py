@@ -68,7 +68,7 @@ from ..faults._plan import (
     StoreClockFault,
 )
 from ._fence import FencedLink, Incarnation, living_as, only_kills
-from ._recording import RecordingJobDriver
+from ._recording import WorldJobDriver
 from ._services import Service, Services
 from ._upstream import Upstream
 
@@ -117,7 +117,7 @@ class SimDrive:
         origin = 1_000_000.0 * (index + 1)
         virtual_s = world.host.network.now
         # Recording: the oracle learns what each handler asked, from the handler's side.
-        self.driver: JobDriver = RecordingJobDriver(
+        self.driver: JobDriver = WorldJobDriver(
             world.host,
             record=world.trace.record,
             record_returns=world.record_returns,

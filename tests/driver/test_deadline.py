@@ -223,10 +223,10 @@ async def test_the_kernel_without_a_way_to_cancel_refuses_a_deadline_before_the_
 async def test_a_simulated_world_says_it_does_not_model_deadlines(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    from sims.world._recording import RecordingJobDriver
+    from sims.world._recording import WorldJobDriver
 
     async with open_scope_host(clock=StoreClock()) as host:
-        recording = RecordingJobDriver(host, record=lambda event, fields: None)
+        recording = WorldJobDriver(host, record=lambda event, fields: None)
         with pytest.raises(ValueError, match=r"^deadline_ms=5000: a simulated") as caught:
             recording.register_job(MODULE, JOB, hangs, deadline_ms=5_000)
         assert str(caught.value) == (

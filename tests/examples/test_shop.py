@@ -90,8 +90,21 @@ def charges(data: Path) -> int:
         conn.close()
 
 
+def check(*histories: Path) -> tuple[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "sims", "check", *map(str, histories)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    return done.returncode, done.stdout.replace("\n    ", " ") + done.stderr
+
+
 def test_serve_killed_part_way_and_started_again_charges_nothing_twice(tmp_path: Path) -> None:
-    first = serve(tmp_path, "--orders", "20")
+    # Both processes record their history: the oracle judges the two, merged, as one history.
+    history = tmp_path / "history"
+    first = serve(tmp_path, "--orders", "20", "--record", str(history))
     deadline = time.monotonic() + 120
     while charges(tmp_path) < 5 and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -99,6 +112,25 @@ def test_serve_killed_part_way_and_started_again_charges_nothing_twice(tmp_path:
     first.send_signal(signal.SIGKILL)
     out, _ = first.communicate(timeout=30)
     assert first.returncode == -signal.SIGKILL
-    code, out = finished(serve(tmp_path, "--orders", "20"))
+    code, out = finished(serve(tmp_path, "--orders", "20", "--record", str(history)))
     assert code == 0, out
     assert "0 charged more than once, 0 never charged" in out
+    code, out = check(history)
+    assert code == 0, out
+    assert out.startswith("check: 2 files of 2 processes, "), out
+    # The killed process's passes never came back: the verdict says so, and the takeovers of
+    # their runs by the second process are the at-least-once window the spec allows.
+    assert "was killed or stopped recording there, and those passes never came back" in out
+    assert "  checks: every check held" in out
+
+
+def test_serve_on_a_broken_store_records_a_history_check_judges_violated(tmp_path: Path) -> None:
+    # The mutant lets a claim take a run whose lease is live: the shop's idempotency keys still
+    # charge each order once, and only the history shows that the store broke the spec.
+    history = tmp_path / "history"
+    args = ("--orders", "4", "--mutant", "claim-not-due", "--record", str(history))
+    code, out = finished(serve(tmp_path, *args))
+    assert code == 0, out
+    code, out = check(history)
+    assert code == 1, out
+    assert "  claim-only-when-due: VIOLATED" in out

@@ -1,0 +1,152 @@
+"""A real host's history, written as it happens in the trace format, for ``python -m sims check``.
+
+One file per process (``history-HOST-PID-STARTED.jsonl`` in the folder given), so two processes on
+one scope folder never write one file, and a process started again begins a file of its own. Each
+line is one event, as a world writes it, with ``t`` the wall clock in milliseconds since the Unix
+epoch (never going back within one file: a clock stepped back repeats the last time). The file's
+first line is ``record.begin``: the trace format, the process, the part.
+
+A file past ``max_bytes`` is closed and the next part begun (``...-p2.jsonl``, ...); of the
+parts, the newest ``keep`` are kept and older ones deleted, so a history takes at most about
+``keep`` times ``max_bytes`` of disk. A history is judged from its first part: once that is
+deleted, ``check`` says so rather than judging a history that starts part-way
+(docs/recording.md).
+
+Lines are gathered in memory and written, whole and in order, with one ``write`` to a file opened
+for appending just before a call that can change the store is sent (and as a part ends, and at
+``close``). So a process killed part-way (even by SIGKILL: the kernel has what was written) leaves
+in its history every call that may have reached the store, each with everything before it; what
+it can lose is only what followed its last such call (reads, and the kernel's events after them),
+as if it had died there. A power loss can lose more: the recorder does not sync.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+#: The trace format a recorded history is written in (docs/trace-format.md).
+RECORDED_FORMAT: Final = 5
+#: A part's size past which the next part is begun, by default.
+DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
+#: How many parts of a process's history are kept, by default.
+DEFAULT_KEEP: Final = 8
+#: The store operations that change nothing: sending one does not make the recorder write.
+#: Any other operation (an embedder's own included) may change the store, and is written first.
+READS: Final = frozenset({"due_keys", "list", "export_dump", "items"})
+
+
+#: One encoder for every line (``json.dumps`` with options builds a new one per call).
+_encode: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+class HistoryRecorder:
+    """An observer writing every event it is told to this process's history file in ``folder``.
+
+    Give it to the host and to each drive, which is what ``open_scope_host(..., record=FOLDER)``
+    and a ``RecordingJobDriver`` on that host do.
+    """
+
+    def __init__(
+        self,
+        folder: str | Path,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        keep: int = DEFAULT_KEEP,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if type(max_bytes) is not int or max_bytes < 4096:
+            raise ValueError(f"max_bytes={max_bytes!r}: give a part's size in bytes, at least 4096")
+        if type(keep) is not int or keep < 1:
+            raise ValueError(f"keep={keep!r}: give how many parts to keep, at least 1")
+        self.folder = Path(folder)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ValueError(
+                f"record={str(folder)!r}: cannot make the history's folder ({error.strerror}); "
+                "give a folder this process can write"
+            ) from None
+        self._max_bytes = max_bytes
+        self._keep = keep
+        self._clock = clock
+        self.process = f"{socket.gethostname()}:{os.getpid()}"
+        started = int(clock() * 1000)
+        self._stem = f"history-{socket.gethostname()}-{os.getpid()}-{started}"
+        self._part = 0
+        self._last_t = 0.0
+        self._fd = -1
+        self._written = 0
+        #: Lines not yet written, in order.
+        self._pending: list[str] = []
+        self.closed = False
+        self._begin_part()
+
+    @property
+    def path(self) -> Path:
+        """The part being written now."""
+        return self._path_of(self._part)
+
+    def _path_of(self, part: int) -> Path:
+        return self.folder / (f"{self._stem}.jsonl" if part == 1 else f"{self._stem}-p{part}.jsonl")
+
+    def __call__(self, event: str, fields: dict[str, Any]) -> None:
+        if self.closed:
+            return  # a reply still settling as the host closes: nothing left to write it to
+        t = max(self._last_t, round(self._clock() * 1000.0, 3))
+        self._last_t = t
+        self._add({"t": t, "ev": event, **fields})
+        if event == "rpc.send" and fields.get("op") not in READS:
+            self.flush()  # the call may change the store: its line is on file before it can
+        if self._written >= self._max_bytes:
+            self._begin_part()
+
+    def _add(self, entry: dict[str, Any]) -> None:
+        self._append(_encode(entry) + "\n")
+
+    def _append(self, line: str) -> None:
+        self._pending.append(line)
+        self._written += len(line)
+
+    def flush(self) -> None:
+        """Write every line gathered, in order, with one write."""
+        if not self._pending:
+            return
+        data = "".join(self._pending).encode("utf-8")
+        self._pending.clear()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def _begin_part(self) -> None:
+        if self._fd >= 0:
+            self.flush()
+            os.close(self._fd)
+        self._part += 1
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        self._fd = os.open(self._path_of(self._part), flags, 0o644)
+        self._written = 0
+        self._add(
+            {
+                "t": self._last_t or round(self._clock() * 1000.0, 3),
+                "ev": "record.begin",
+                "format": RECORDED_FORMAT,
+                "process": self.process,
+                "part": self._part,
+            }
+        )
+        self.flush()
+        gone = self._part - self._keep
+        if gone >= 1:
+            self._path_of(gone).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.flush()
+            os.close(self._fd)
+        self.closed = True

@@ -1,0 +1,139 @@
+"""``python -m sims check HISTORY...``: the oracle's verdict on a history recorded on a real host.
+
+Exit 0 when the spec held, 1 on a violation (its rule, its moment, its run), 2 when the input
+cannot be judged (the reason said). docs/recording.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from typing import Any
+
+from driver import iso_from_ms
+
+from .._numbers import ms, plural
+from ..oracle._history import SKIPPED, CannotJudge, History, judge_history, read_history
+from ..oracle._report import SPEC_CHECKS, CheckReport, Finding, short
+
+
+def add_check_command(commands: Any) -> None:
+    """Add the subcommand to ``python -m sims``'s subparsers."""
+    command = commands.add_parser(
+        "check",
+        help="judge a history recorded on a real host (open_scope_host(record=FOLDER)) by the "
+        "spec's checks",
+        description="Judge a history recorded on a real host by the spec's checks: the oracle "
+        "and every invariant check that applies to a real history. Exit 0 when the spec held, 1 "
+        "on a violation, 2 when the input cannot be judged. Details: docs/recording.md.",
+    )
+    command.add_argument(
+        "histories",
+        nargs="+",
+        metavar="HISTORY",
+        help="a recorded history file, or a folder: every history-*.jsonl in it (the parts and "
+        "processes of one history are merged)",
+    )
+
+
+def check_command(arguments: argparse.Namespace) -> int:
+    try:
+        history = read_history(arguments.histories)
+    except CannotJudge as error:
+        print(f"check: cannot judge: {error}")
+        return 2
+    verdict = judge_history(history)
+    report = verdict.report
+    for line in _lines(history, report, verdict.set_aside):
+        print(
+            textwrap.fill(
+                line,
+                width=100,
+                subsequent_indent="    ",
+                break_on_hyphens=False,
+                break_long_words=False,
+            )
+        )
+    return 0 if report.ok else 1
+
+
+def _lines(history: History, report: CheckReport, set_aside: tuple[Finding, ...]) -> list[str]:
+    lines = [*_what_was_read(history), "", "checks:", *_checks(report)]
+    if report.findings:
+        lines.extend(("", "findings:"))
+        lines.extend(f"  {finding.line()}" for finding in report.findings)
+    not_judged = ""
+    if set_aside:
+        lines.extend(("", "not judged (a write in flight when its process ended):"))
+        lines.extend(_set_aside(history, set_aside))
+        runs = plural(len({f.run for f in set_aside}), "run")
+        not_judged = f"; {runs} not judged from a write left in flight (above)"
+    lines.extend(("", "verdict:", f"  checks: {report.verdict()}{not_judged}"))
+    return lines
+
+
+def _what_was_read(history: History) -> list[str]:
+    """The files, the span, and what about the history a reader of the verdict must know."""
+    events = history.events
+    span = events[-1]["t"] if events else 0.0
+    processes = plural(len(history.processes), "process", "processes")
+    lines = [
+        f"check: {plural(len(history.files), 'file')} of {processes}, "
+        f"{plural(len(events), 'event')} over {ms(span)} ms from {iso_from_ms(history.began_ms)} "
+        "(times below are ms from there)"
+    ]
+    for path in history.cut:
+        lines.append(
+            f"  {path}: its last line was cut (the process was killed as it wrote it) and is left "
+            "out"
+        )
+    for process, ended, runs in history.left_running:
+        lines.append(
+            f"  process {process}: its history ends at {ms(ended)} ms with "
+            f"{plural(len(runs), 'run')} still in a handler ({', '.join(map(short, runs))}): the "
+            "process was killed or stopped recording there, and those passes never came back; "
+            "the checks judge them so"
+        )
+    shared = history.shared_scopes
+    if shared:
+        lines.append(
+            f"  scopes called by more than one process ({', '.join(shared)}): judged in the "
+            "order of the processes' wall clocks, right as far as those clocks agree"
+        )
+    return lines
+
+
+def _checks(report: CheckReport) -> list[str]:
+    """Each of the spec's checks that applies: violated, explained, or among those that held;
+    then the ones a recorded history cannot feed, with why."""
+    violated = report.violations_of()
+    explained = {f.check for f in report.explained}
+    lines, held = [], []
+    for check in SPEC_CHECKS:
+        if check in SKIPPED:
+            continue
+        if violated[check]:
+            lines.append(f"  {check}: VIOLATED ({plural(violated[check], 'violation')})")
+        elif check in explained:
+            lines.append(f"  {check}: explained (allowed by the spec)")
+        else:
+            held.append(check)
+    lines.append(f"  the spec's other {plural(len(held), 'check')} held: {', '.join(held)}")
+    for check in sorted(c for c in violated if c not in SPEC_CHECKS):
+        lines.append(f"  {check}: FOUND ({plural(violated[check], 'finding')})")
+    lines.extend(f"  skipped {skipped}: {why}" for skipped, why in SKIPPED.items())
+    return lines
+
+
+def _set_aside(history: History, set_aside: tuple[Finding, ...]) -> list[str]:
+    lines = []
+    for run, (t, what) in sorted(history.in_flight.items()):
+        findings = [f for f in set_aside if f.run == run]
+        if findings:
+            lines.append(
+                f"  run {short(run)}: {what} at {ms(t)} ms had no recorded outcome (the process "
+                "ended between the store's commit and its record, or before the store ran it), so "
+                "what the checks say of the run from then on is set aside:"
+            )
+            lines.extend(f"    {f.line()}" for f in findings)
+    return lines

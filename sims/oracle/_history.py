@@ -1,0 +1,317 @@
+"""A history recorded on a real host (``scopehost.HistoryRecorder``), read and judged by the oracle.
+
+A recorded history is the events a world's trace holds, from real processes: the host's wire
+events (``rpc.*``), the kernel's, and the handler's side (``hx.*``) from each
+``RecordingJobDriver``. It lacks what only a simulator knows, so some checks cannot apply
+(:data:`SKIPPED`, each with why), and it has no end. Several files (processes, and each one's
+parts) are merged by their wall-clock times; docs/recording.md says what that assumes.
+
+What cannot be judged is refused with the reason (:class:`CannotJudge`), never judged wrongly:
+a file that is not a recorded history, a history whose first part was rotated away, a drive that
+did not record its side, a job with a pass deadline (the oracle has no model of a cancelled
+handler), a file whose times go back.
+
+Processes are merged by their wall-clock times. Processes on one machine share its clock; on
+several machines the merge is right only as far as their clocks agree, and what depends on the
+order of two processes' calls to one scope is judged in the merged order (docs/recording.md).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from .._trace import Trace
+from ._checks import MAX_REPEATS, TraceChecker
+from ._report import CheckReport, Finding
+
+#: The first event of every part of a recorded history.
+BEGIN: Final = "record.begin"
+#: The trace format recorded histories are written in, and the only one ``check`` reads.
+FORMAT: Final = 5
+#: The scope operations only a drive sends: one on a link whose drive recorded nothing of its
+#: own side means a drive was built as a plain ``JobDriver`` on a recording host.
+_DRIVE_OPERATIONS: Final = frozenset({"due_keys", "claim", "begin", "commit_pass", "begin_step"})
+
+#: The operations that write one run, naming it first.
+_RUN_WRITES: Final = frozenset(
+    {"claim", "begin", "miss", "patch", "commit_pass", "begin_step", "record_step"}
+)
+
+#: The spec's checks a recorded history cannot feed, and why.
+SKIPPED: Final = {
+    "runs-settle": "a recorded history has no end: a run still running when recording stopped "
+    "is not a violation",
+    "effects (services)": "calls to services are not recorded on a real host (the effect rows a "
+    "step writes at its scope are, and are checked)",
+    "your checks and mistakes": "those are a world's: a recorded history has no scenario",
+}
+
+
+class CannotJudge(Exception):
+    """The history cannot be judged; the message says why, and what to do."""
+
+
+@attrs.frozen
+class Part:
+    """One file of one process's history."""
+
+    path: Path
+    process: str
+    part: int
+    events: tuple[dict[str, Any], ...]
+    #: Whether the file's last line was cut (the process was killed as it wrote it).
+    cut: bool
+
+
+@attrs.frozen
+class History:
+    """The merged events of every process, ``t`` in ms since the first of them."""
+
+    events: tuple[dict[str, Any], ...]
+    processes: tuple[str, ...]
+    began_ms: float
+    #: The files whose last line was cut, dropped and named.
+    cut: tuple[Path, ...]
+    #: The files read, in the order given.
+    files: tuple[Path, ...]
+    #: Per process whose history ends with handlers still running: the process, when its
+    #: history ends (ms, as ``t``), and those passes' runs.
+    left_running: tuple[tuple[str, float, tuple[str, ...]], ...] = ()
+    #: The runs a process sent a write for and ended before its outcome was recorded, with when
+    #: it was sent (ms, as ``t``) and what it was: the store may have run it, so what the checks
+    #: say of the run from then on is not judged (:func:`judge_history`).
+    in_flight: dict[str, tuple[float, str]] = attrs.field(factory=dict)
+
+    @property
+    def shared_scopes(self) -> tuple[str, ...]:
+        """The scopes more than one process called: what the merged order is trusted for."""
+        if len(self.processes) < 2:
+            return ()
+        callers: dict[str, set[str]] = {}
+        for event in self.events:
+            if event["ev"] == "rpc.exec":
+                process = str(event["link"]).rpartition("@")[2]
+                callers.setdefault(str(event["scope"]), set()).add(process)
+        return tuple(sorted(s for s, found in callers.items() if len(found) > 1))
+
+
+@attrs.frozen
+class HistoryVerdict:
+    """The checks' report on what could be judged, and the findings set aside."""
+
+    report: CheckReport
+    #: Findings on a run at or after a write to it was left in flight by a process's end.
+    set_aside: tuple[Finding, ...]
+
+
+def history_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The files named, a folder standing for every ``history-*.jsonl`` in it."""
+    files: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            found = sorted(path.glob("history-*.jsonl"))
+            if not found:
+                raise CannotJudge(f"{path}: the folder holds no history-*.jsonl file")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise CannotJudge(f"{path}: no such file or folder")
+    return files
+
+
+def read_part(path: Path) -> Part:
+    """One file, held to what a recorded history is."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise CannotJudge(f"{path}: cannot be read ({error})") from None
+    lines = text.split("\n")
+    cut = bool(lines[-1])  # a whole file ends with a newline, leaving an empty last piece
+    whole = lines[:-1]
+    if not whole:
+        raise CannotJudge(f"{path}: empty; a recorded history begins with {BEGIN}")
+    events = []
+    for number, line in enumerate(whole, 1):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            raise CannotJudge(f"{path}: line {number} is not JSON") from None
+        events.append(event)
+    Trace.from_lines(whole)  # each line an event with its time, or the line named
+    head = events[0]
+    if head.get("ev") != BEGIN:
+        raise CannotJudge(
+            f"{path}: its first line is a {head.get('ev')!r} event, not {BEGIN}: not a history "
+            "recorded on a real host (a world's trace is judged by `python -m sims replay`)"
+        )
+    if head.get("format") != FORMAT:
+        raise CannotJudge(
+            f"{path}: recorded in trace format {head.get('format')!r}; this check reads format "
+            f"{FORMAT}"
+        )
+    return Part(path, str(head["process"]), int(head["part"]), tuple(events[1:]), cut)
+
+
+def read_history(paths: Iterable[str | Path]) -> History:
+    """The history in these files (or folders), merged, or :class:`CannotJudge`."""
+    files = history_files(paths)
+    by_process: dict[str, list[Part]] = {}
+    for path in files:
+        part = read_part(path)
+        by_process.setdefault(part.process, []).append(part)
+    streams = []
+    running: list[tuple[str, float, tuple[str, ...]]] = []
+    in_flight: dict[str, tuple[float, str]] = {}
+    for process, parts in sorted(by_process.items()):
+        parts.sort(key=lambda p: p.part)
+        numbers = [p.part for p in parts]
+        if numbers != list(range(1, len(parts) + 1)):
+            missing = min(set(range(1, max(numbers) + 1)) - set(numbers))
+            raise CannotJudge(
+                f"process {process}: part {missing} of its history is missing (rotated away, or "
+                "not given); a history is judged from its beginning: give every part, or record "
+                "with a larger keep= or max_bytes="
+            )
+        cut_inside = [p.path for p in parts[:-1] if p.cut]
+        if cut_inside:
+            raise CannotJudge(f"{cut_inside[0]}: its last line is cut, and a later part follows")
+        events = [e for p in parts for e in p.events]
+        _hold_to_order(process, events)
+        runs = _still_in_their_handler(events)
+        if runs:
+            running.append((process, events[-1]["t"], runs))
+        for run, (t, op) in _writes_in_flight(events).items():
+            in_flight.setdefault(run, (t, f"{op} sent by process {process}"))
+        streams.append(_named(events, process) if len(by_process) > 1 else events)
+    merged = list(heapq.merge(*streams, key=lambda e: e["t"]))
+    began = merged[0]["t"] if merged else 0.0
+    rebased = tuple({**e, "t": round(e["t"] - began, 3)} for e in merged)
+    _hold_to_judgeable(rebased)
+    return History(
+        events=rebased,
+        processes=tuple(sorted(by_process)),
+        began_ms=began,
+        cut=tuple(p.path for parts in by_process.values() for p in parts if p.cut),
+        files=tuple(files),
+        left_running=tuple((p, round(t - began, 3), runs) for p, t, runs in running),
+        in_flight={run: (round(t - began, 3), what) for run, (t, what) in in_flight.items()},
+    )
+
+
+def _writes_in_flight(events: list[dict[str, Any]]) -> dict[str, tuple[float, str]]:
+    """The runs written to by a call sent in these events whose outcome never came: a process
+    killed between the store's commit and the recorder's line. By the run it names (every
+    operation on one run takes its id first), with when it was sent and the operation."""
+    pending: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for event in events:
+        key = (event.get("link"), event.get("seq"))
+        if event["ev"] == "rpc.send":
+            pending[key] = event
+        elif event["ev"] in ("rpc.exec", "rpc.drop"):
+            pending.pop(key, None)
+    found: dict[str, tuple[float, str]] = {}
+    for event in pending.values():
+        args = event.get("args")
+        if event["op"] in _RUN_WRITES and isinstance(args, list) and args:
+            found.setdefault(str(args[0]), (event["t"], str(event["op"])))
+    return found
+
+
+def _still_in_their_handler(events: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The runs of the passes whose handler began and never ended in these events."""
+    running: dict[str, str] = {}
+    for event in events:
+        if event["ev"] == "handler.invoke":
+            running[str(event["owner"])] = str(event["run"])
+        elif event["ev"] == "handler.end":
+            running.pop(str(event["owner"]), None)
+    return tuple(sorted(set(running.values())))
+
+
+def _hold_to_order(process: str, events: list[dict[str, Any]]) -> None:
+    """A recorder never writes a time earlier than the one before it; a file that does was
+    not written by one, or was edited."""
+    last = -1.0
+    for event in events:
+        if event["t"] < last:
+            raise CannotJudge(
+                f"process {process}: its events go back in time (an event at {event['t']} ms "
+                f"after one at {last} ms): not as a recorder writes them"
+            )
+        last = event["t"]
+
+
+def _named(events: list[dict[str, Any]], process: str) -> Iterator[dict[str, Any]]:
+    """Events of one of several processes, their drives and links named ``NAME@PROCESS``: two
+    processes' drives may share a name, and each numbers its calls from 1."""
+    for event in events:
+        renamed = dict(event)
+        for field in ("drive", "link"):
+            if isinstance(renamed.get(field), str):
+                renamed[field] = f"{renamed[field]}@{process}"
+        yield renamed
+
+
+def _hold_to_judgeable(events: tuple[dict[str, Any], ...]) -> None:
+    recorded = {e["drive"] for e in events if e["ev"] in ("job.register", "drive.call")}
+    for event in events:
+        if event["ev"] == "job.register" and "deadline_ms" in event:
+            raise CannotJudge(
+                f"drive {event['drive']} registered job {event['job']!r} with a pass deadline "
+                f"({event['deadline_ms']} ms): the oracle has no model of a cancelled handler, "
+                "so a history with one is not judged; record without deadlines to check"
+            )
+        if (
+            event["ev"] == "rpc.send"
+            and event["op"] in _DRIVE_OPERATIONS
+            and event["link"] not in recorded
+        ):
+            raise CannotJudge(
+                f"a drive on link {event['link']!r} sent {event['op']} but recorded nothing of "
+                "its own side (what it registered, what its handlers asked): on a recording "
+                "host, build every drive as scopehost.RecordingJobDriver(host, name=...)"
+            )
+
+
+def judge_history(history: History) -> HistoryVerdict:
+    """Every check that applies to a recorded history, over its merged events.
+
+    A write a process sent and never recorded the outcome of (it was killed between the store's
+    commit and the recorder's line) may have run: the oracle, which takes it for unrun, may then
+    see the run's later rows as wrong. So what the checks find on such a run from the moment the
+    write was sent is set aside, and named, rather than reported as the spec's violation."""
+    checker = TraceChecker()
+    checker.feed(history.events)
+    report = checker.report(settles=False)
+    doubtful = history.in_flight
+
+    def set_aside(finding: Finding) -> bool:
+        return finding.run in doubtful and finding.t >= doubtful[finding.run][0]
+
+    aside = tuple(f for f in report.findings if set_aside(f))
+    if not aside:
+        return HistoryVerdict(report, ())
+    kept = tuple(f for f in report.findings if not set_aside(f))
+    counted: Counter[str] = Counter()
+    unlisted = 0
+    for (check, run), seen in checker.violations_of.items():
+        if run in doubtful:
+            seen = sum(1 for f in kept if (f.check, f.run, f.verdict) == (check, run, "violation"))
+        counted[check] += seen
+        unlisted += max(0, seen - MAX_REPEATS) if run not in doubtful else 0
+    judged = attrs.evolve(
+        report,
+        findings=kept,
+        violations_unlisted=unlisted,
+        violations_by_check=tuple(sorted((c, n) for c, n in counted.items() if n)),
+    )
+    return HistoryVerdict(judged, aside)

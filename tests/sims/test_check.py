@@ -1,0 +1,219 @@
+"""``python -m sims check``: histories recorded on a real host, judged by the oracle. Exit 0 when
+the spec held, 1 on a violation, 2 when the history cannot be judged."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from driver import JobDriver, JobPassResult, StartJobRunInput
+from scopehost import RecordingJobDriver, ScopeDatabase, WallClock, open_scope_host
+from sims import simulate
+from sims.cli._main import main
+from sims.mutants._ablation import ablated
+from sims.mutants._catalog import MUTANTS
+
+
+async def handler(ctx: Any) -> JobPassResult:
+    one = await ctx.step("one", lambda: 1)
+    await trio.sleep(0)  # the other drive's calls come in here
+    await ctx.step("two", lambda: one + 1)
+    return JobPassResult(done=True)
+
+
+class DiesAfterStepOne(ScopeDatabase):
+    """A store whose process is killed the moment step 'one' is committed: before the host
+    records the outcome, as a SIGKILL can fall."""
+
+    def record_step(self, run_id: str, name: str, *args: Any, **kwargs: Any) -> Any:
+        recorded = super().record_step(run_id, name, *args, **kwargs)
+        if name == "one":
+            os._exit(9)
+        return recorded
+
+
+def record(
+    folder: Path,
+    *,
+    database: Any = ScopeDatabase,
+    drive: Any = RecordingJobDriver,
+    deadline_ms: int | None = None,
+    runs: int = 5,
+    hours_later: int = 0,
+) -> Path:
+    """A real host on ``folder/scopes`` recording to ``folder/history``: two drives working the
+    same runs at once, as two drives of one process do (``runs`` started unless the folder has
+    them; the store's clock ``hours_later`` than the wall's)."""
+    (folder / "scopes").mkdir(parents=True, exist_ok=True)
+    later_ns = hours_later * 3_600 * 10**9
+    clock = WallClock(read_ns=lambda: time.time_ns() + later_ns)
+
+    async def main() -> None:
+        async with open_scope_host(
+            folder / "scopes", record=folder / "history", database=database, clock=clock
+        ) as host:
+            drives = [drive(host, name=name) for name in ("cron", "alarm")]
+            for each in drives:
+                each.register_job("m", "j", handler, deadline_ms=deadline_ms)
+            for n in range(runs):
+                start = StartJobRunInput(module_id="m", job="j", instance=f"i{n}")
+                await drives[0].start_job_run("s", start)
+            async with trio.open_nursery() as nursery:
+                for each in drives:
+                    nursery.start_soon(each.run_due_jobs, "s")
+
+    with ablated(*getattr(database, "ablations", ())):
+        trio.run(main)
+    return folder / "history"
+
+
+def check(*paths: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """The exit code and what was printed, its lines unwrapped (a long one wraps at 100)."""
+    code = main(["check", *map(str, paths)])
+    return code, capsys.readouterr().out.replace("\n    ", " ")
+
+
+def test_a_recorded_history_of_a_correct_host_is_judged_clean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = check(record(tmp_path), capsys=capsys)
+    assert code == 0, out
+    assert out.startswith("check: 1 file of 1 process, ")
+    assert "  checks: every check held" in out
+    assert "skipped runs-settle: a recorded history has no end" in out
+    assert "claim-only-when-due" in out  # among the checks that held
+
+
+def test_a_host_with_a_broken_store_is_judged_violated_by_the_rule_it_breaks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = check(record(tmp_path, database=MUTANTS["claim-not-due"]), capsys=capsys)
+    assert code == 1, out
+    assert "  claim-only-when-due: VIOLATED" in out
+    assert "[violation] claim-only-when-due run " in out
+    assert "the spec was violated" in out
+
+
+def test_the_histories_of_two_processes_are_merged_and_their_drives_told_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two real processes, one after the other, on one scope folder: the second finds the runs
+    # the first left, and both have drives named cron and alarm, each numbering its calls from 1.
+    program = (
+        "import sys; from pathlib import Path; from tests.sims.test_check import record; "
+        "record(Path(sys.argv[1]))"
+    )
+    root = Path(__file__).parents[2]
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", program, str(tmp_path)], check=True, cwd=root)
+    code, out = check(tmp_path / "history", capsys=capsys)
+    assert code == 0, out
+    assert out.startswith("check: 2 files of 2 processes, ")
+    assert "scopes called by more than one process (s): judged in the order" in out
+
+
+def test_a_cut_last_line_is_left_out_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (path,) = record(tmp_path).glob("history-*.jsonl")
+    with path.open("a") as file:
+        file.write('{"ev":"rpc.send","link":"cron"')  # a process killed as it wrote
+    code, out = check(path, capsys=capsys)
+    assert code == 0, out
+    assert f"{path}: its last line was cut (the process was killed as it wrote it)" in out
+
+
+def test_a_write_in_flight_when_its_process_was_killed_is_set_aside_not_blamed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Process 1 dies the moment its store commits step 'one': its history has the call sent and
+    # no outcome. Process 2 (its store's clock an hour on, so the lease has run out) takes the
+    # run over and reads the memo of 'one', which nobody in the history recorded.
+    program = (
+        "import sys; from pathlib import Path; from tests.sims.test_check import record, "
+        "DiesAfterStepOne; record(Path(sys.argv[1]), database=DiesAfterStepOne, runs=1)"
+    )
+    root = Path(__file__).parents[2]
+    died = subprocess.run([sys.executable, "-c", program, str(tmp_path)], cwd=root)
+    assert died.returncode == 9
+    history = record(tmp_path, runs=0, hours_later=1)
+    code, out = check(history, capsys=capsys)
+    assert code == 0, out
+    assert "not judged (a write in flight when its process ended):" in out
+    assert "record_step sent by process " in out
+    assert "1 run not judged from a write left in flight (above)" in out
+    # Without the call that was in flight, the same history is the spec's violation: what was
+    # set aside is exactly what the oracle could not know.
+    (first,) = [
+        p for p in history.glob("history-*.jsonl") if '"ev":"rpc.send"' in p.read_text()[-500:]
+    ]
+    lines = first.read_text().splitlines(keepends=True)
+    first.write_text("".join(lines[:-1]))
+    code, out = check(history, capsys=capsys)
+    assert code == 1, out
+    assert "ledger-one-pass: VIOLATED" in out
+
+
+def cannot_judge(capsys: pytest.CaptureFixture[str], *paths: Path) -> str:
+    code, out = check(*paths, capsys=capsys)
+    assert code == 2, out
+    assert out.startswith("check: cannot judge: ")
+    return out.removeprefix("check: cannot judge: ").strip()
+
+
+def test_a_worlds_trace_is_not_a_recorded_history(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "world.jsonl"
+    simulate("late-begin", 1).outcome.trace.write(path)
+    assert cannot_judge(capsys, path) == (
+        f"{path}: its first line is a 'world.begin' event, not record.begin: not a history "
+        "recorded on a real host (a world's trace is judged by `python -m sims replay`)"
+    )
+
+
+def test_a_history_whose_first_part_is_gone_is_not_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (path,) = record(tmp_path).glob("history-*.jsonl")
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    events[0]["part"] = 2  # as if part 1 had been rotated away
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert "part 1 of its history is missing (rotated away, or not given)" in cannot_judge(
+        capsys, path
+    )
+
+
+def test_a_drive_that_did_not_record_its_side_is_named_with_the_remedy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = record(tmp_path, drive=JobDriver)
+    assert cannot_judge(capsys, history) == (
+        "a drive on link 'direct' sent due_keys but recorded nothing of its own side (what it "
+        "registered, what its handlers asked): on a recording host, build every drive as "
+        "scopehost.RecordingJobDriver(host, name=...)"
+    )
+
+
+def test_a_job_with_a_pass_deadline_is_not_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = record(tmp_path, deadline_ms=60_000)
+    assert cannot_judge(capsys, history).startswith(
+        "drive cron registered job 'j' with a pass deadline (60000 ms): the oracle has no model "
+        "of a cancelled handler"
+    )
+
+
+def test_a_path_that_is_not_there_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cannot_judge(capsys, tmp_path / "nope") == f"{tmp_path / 'nope'}: no such file or folder"
