@@ -246,8 +246,8 @@ def _result_fields(result: Any) -> dict[str, Any]:
 class RecordingJobDriver(JobDriver):
     """A ``JobDriver`` whose registrations, calls, starts, handlers and reports are told to
     ``record`` (which is also its observer, for the kernel's own events, unless ``observer`` is
-    given). Without ``record``, the host's history (``open_scope_host(record=FOLDER)``), over a
-    zero-latency link of the drive's own unless ``link`` is given.
+    given). Without ``record``, the host's history (``open_scope_host(record=FOLDER)``). Its calls
+    go over a zero-latency link of its own, named as the drive is, unless ``link`` is given.
 
     ``raised`` says what an event tells of an exception beyond its message (its type by default;
     a world adds where in the user's code, and whose it was); ``in_step`` is the context a step
@@ -271,10 +271,10 @@ class RecordingJobDriver(JobDriver):
                     "RecordingJobDriver(host) on a host that records no history: open the host "
                     "with record=FOLDER, or pass record= (a function of (event, fields))"
                 )
-            if options.get("link") is None:
-                # The oracle tells drives apart by their link: each drive of a recording host
-                # gets a zero-latency one of its own, named as it is.
-                options["link"] = Link(name=str(options.get("name", "drive")))
+        if options.get("link") is None:
+            # The oracle tells drives apart by their links: a recording drive gets a
+            # zero-latency one of its own, named as it is, rather than the host's shared one.
+            options["link"] = Link(name=str(options.get("name", "drive")))
         options.setdefault("observer", record)
         super().__init__(host, **options)
         self._record = record

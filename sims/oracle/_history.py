@@ -3,8 +3,7 @@
 A recorded history is the events a world's trace holds, from real processes: the host's wire
 events (``rpc.*``), the kernel's, and the handler's side (``hx.*``) from each
 ``RecordingJobDriver``. It lacks what only a simulator knows, so some checks cannot apply
-(:data:`SKIPPED`, each with why), and it has no end. Several files (processes, and each one's
-parts) are merged by their wall-clock times; docs/recording.md says what that assumes.
+(:data:`SKIPPED`, each with why), and it has no end.
 
 What cannot be judged is refused with the reason (:class:`CannotJudge`), never judged wrongly:
 a file that is not a recorded history, a history whose first part was rotated away, a drive that
@@ -50,7 +49,7 @@ SKIPPED: Final = {
     "is not a violation",
     "effects (services)": "calls to services are not recorded on a real host (the effect rows a "
     "step writes at its scope are, and are checked)",
-    "your checks and mistakes": "those are a world's: a recorded history has no scenario",
+    "a scenario's own checks": "a recorded history has no scenario",
 }
 
 
