@@ -64,13 +64,17 @@ class HistoryRecorder:
             raise ValueError(f"max_bytes={max_bytes!r}: give a part's size in bytes, at least 4096")
         if type(keep) is not int or keep < 1:
             raise ValueError(f"keep={keep!r}: give how many parts to keep, at least 1")
+        if not isinstance(folder, str | Path) or not str(folder):
+            raise ValueError(
+                f"the history's folder is {folder!r}; give the path of a folder (made if new)"
+            )
         self.folder = Path(folder)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise ValueError(
-                f"record={str(folder)!r}: cannot make the history's folder ({error.strerror}); "
-                "give a folder this process can write"
+                f"the history's folder {str(folder)!r} cannot be made ({error.strerror}); give a "
+                "folder this process can write"
             ) from None
         self._max_bytes = max_bytes
         self._keep = keep
@@ -85,7 +89,13 @@ class HistoryRecorder:
         #: Lines not yet written, in order.
         self._pending: list[str] = []
         self.closed = False
-        self._begin_part()
+        try:
+            self._begin_part()
+        except OSError as error:
+            raise ValueError(
+                f"the history's folder {str(folder)!r} cannot be written ({error.strerror}); give "
+                "a folder this process can write"
+            ) from None
 
     @property
     def path(self) -> Path:

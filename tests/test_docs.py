@@ -558,3 +558,13 @@ def test_the_trace_format_lists_every_event_a_world_writes() -> None:
             documented = rows[name].split("|")[2] + (common if name.startswith("svc.") else "")
             missing = sorted(key for key in keys if f"`{key}`" not in documented)
             assert missing == [], f"{name} writes {missing}, which trace-format.md does not list"
+
+
+def test_the_readme_counts_the_mutants_there_are() -> None:
+    from sims.mutants._catalog import MUTANTS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert (
+        f"`--mutant NAME` runs a deliberately broken store or kernel ({len(MUTANTS)} of them"
+        in (" ".join(readme.split()))
+    )

@@ -13,7 +13,14 @@ from typing import Any
 from driver import iso_from_ms
 
 from .._numbers import ms, plural
-from ..oracle._history import SKIPPED, CannotJudge, History, judge_history, read_history
+from ..oracle._history import (
+    SKIPPED,
+    CannotJudge,
+    History,
+    SetAside,
+    judge_history,
+    read_history,
+)
 from ..oracle._report import SPEC_CHECKS, CheckReport, Finding, short
 
 
@@ -57,17 +64,20 @@ def check_command(arguments: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _lines(history: History, report: CheckReport, set_aside: tuple[Finding, ...]) -> list[str]:
+def _lines(
+    history: History,
+    report: CheckReport,
+    set_aside: tuple[tuple[str, str, tuple[Finding, ...]], ...],
+) -> list[str]:
     lines = [*_what_was_read(history), "", "checks:", *_checks(report)]
     if report.findings:
         lines.extend(("", "findings:"))
         lines.extend(f"  {finding.line()}" for finding in report.findings)
     not_judged = ""
     if set_aside:
-        lines.extend(("", "not judged (a write in flight when its process ended):"))
-        lines.extend(_set_aside(history, set_aside))
-        runs = plural(len({f.run for f in set_aside}), "run")
-        not_judged = f"; {runs} not judged from a write left in flight (above)"
+        lines.extend(("", "not judged (what the history cannot tell the oracle):"))
+        lines.extend(_set_aside(set_aside))
+        not_judged = f"; {plural(len(set_aside), 'run')} not judged (above)"
     lines.extend(("", "verdict:", f"  checks: {report.verdict()}{not_judged}"))
     return lines
 
@@ -125,15 +135,9 @@ def _checks(report: CheckReport) -> list[str]:
     return lines
 
 
-def _set_aside(history: History, set_aside: tuple[Finding, ...]) -> list[str]:
+def _set_aside(set_aside: SetAside) -> list[str]:
     lines = []
-    for run, (t, what) in sorted(history.in_flight.items()):
-        findings = [f for f in set_aside if f.run == run]
-        if findings:
-            lines.append(
-                f"  run {short(run)}: {what} at {ms(t)} ms had no recorded outcome (the process "
-                "ended between the store's commit and its record, or before the store ran it), so "
-                "what the checks say of the run from then on is set aside:"
-            )
-            lines.extend(f"    {f.line()}" for f in findings)
+    for run, why, findings in set_aside:
+        lines.append(f"  run {short(run)}: {why}; what the checks say of it is set aside:")
+        lines.extend(f"    {f.line()}" for f in findings)
     return lines

@@ -26,7 +26,8 @@ from typing import Any, Final
 
 import attrs
 
-from .._trace import Trace
+from .._numbers import ms, plural
+from .._trace import BadTraceLine, Trace
 from ._checks import MAX_REPEATS, TraceChecker
 from ._report import CheckReport, Finding
 
@@ -64,6 +65,7 @@ class Part:
     path: Path
     process: str
     part: int
+    #: Its events, ``record.begin`` first.
     events: tuple[dict[str, Any], ...]
     #: Whether the file's last line was cut (the process was killed as it wrote it).
     cut: bool
@@ -101,13 +103,18 @@ class History:
         return tuple(sorted(s for s, found in callers.items() if len(found) > 1))
 
 
+#: Findings set aside, by run: the run, why, and the findings.
+SetAside = tuple[tuple[str, str, tuple[Finding, ...]], ...]
+
+
 @attrs.frozen
 class HistoryVerdict:
-    """The checks' report on what could be judged, and the findings set aside."""
+    """The checks' report on what could be judged, and the findings set aside, by run."""
 
     report: CheckReport
-    #: Findings on a run at or after a write to it was left in flight by a process's end.
-    set_aside: tuple[Finding, ...]
+    #: Findings the oracle could not be right about, and why, by run: a run whose beginning the
+    #: history never saw, or the findings on a run from a write left in flight by a process's end.
+    set_aside: SetAside
 
 
 def history_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -138,32 +145,43 @@ def read_part(path: Path) -> Part:
     whole = lines[:-1]
     if not whole:
         raise CannotJudge(f"{path}: empty; a recorded history begins with {BEGIN}")
-    events = []
-    for number, line in enumerate(whole, 1):
-        try:
-            event = json.loads(line)
-        except ValueError:
-            raise CannotJudge(f"{path}: line {number} is not JSON") from None
-        events.append(event)
-    Trace.from_lines(whole)  # each line an event with its time, or the line named
+    try:
+        events = Trace.from_lines(whole).events  # each line an event with its time
+    except BadTraceLine as error:
+        raise CannotJudge(f"{path}: {error}") from None
+    except (ValueError, RecursionError):
+        raise CannotJudge(f"{path}: {_first_not_json(whole)} is not JSON") from None
     head = events[0]
     if head.get("ev") != BEGIN:
         raise CannotJudge(
             f"{path}: its first line is a {head.get('ev')!r} event, not {BEGIN}: not a history "
             "recorded on a real host (a world's trace is judged by `python -m sims replay`)"
         )
-    if head.get("format") != FORMAT:
+    process, part = head.get("process"), head.get("part")
+    if head.get("format") != FORMAT or not isinstance(process, str) or type(part) is not int:
         raise CannotJudge(
-            f"{path}: recorded in trace format {head.get('format')!r}; this check reads format "
-            f"{FORMAT}"
+            f"{path}: its {BEGIN} line says format {head.get('format')!r}, process {process!r}, "
+            f"part {part!r}; this check reads what a recorder of format {FORMAT} writes (format "
+            f"{FORMAT}, the process as HOST:PID, the part as 1, 2, ...)"
         )
-    return Part(path, str(head["process"]), int(head["part"]), tuple(events[1:]), cut)
+    return Part(path, process, part, tuple(events), cut)
+
+
+def _first_not_json(lines: list[str]) -> str:
+    for number, line in enumerate(lines, 1):
+        try:
+            json.loads(line)
+        except (ValueError, RecursionError):
+            return f"line {number}"
+    return "a line"
 
 
 def read_history(paths: Iterable[str | Path]) -> History:
     """The history in these files (or folders), merged, or :class:`CannotJudge`."""
     files = history_files(paths)
     by_process: dict[str, list[Part]] = {}
+    # A file named twice (itself and by its folder, say) is one file.
+    files = list({path.resolve(): path for path in files}.values())
     for path in files:
         part = read_part(path)
         by_process.setdefault(part.process, []).append(part)
@@ -183,15 +201,21 @@ def read_history(paths: Iterable[str | Path]) -> History:
         cut_inside = [p.path for p in parts[:-1] if p.cut]
         if cut_inside:
             raise CannotJudge(f"{cut_inside[0]}: its last line is cut, and a later part follows")
-        events = [e for p in parts for e in p.events]
-        _hold_to_order(process, events)
+        _hold_to_order(process, [e for p in parts for e in p.events])
+        events = [e for p in parts for e in p.events[1:]]
         runs = _still_in_their_handler(events)
         if runs:
             running.append((process, events[-1]["t"], runs))
+            events.extend(_ended(events))
         for run, (t, op) in _writes_in_flight(events).items():
             in_flight.setdefault(run, (t, f"{op} sent by process {process}"))
         streams.append(_named(events, process) if len(by_process) > 1 else events)
     merged = list(heapq.merge(*streams, key=lambda e: e["t"]))
+    if not merged:
+        raise CannotJudge(
+            f"{plural(len(files), 'file')} of {', '.join(sorted(by_process))} hold no event after "
+            f"{BEGIN}: nothing happened on the host while it recorded, so there is nothing to judge"
+        )
     began = merged[0]["t"] if merged else 0.0
     rebased = tuple({**e, "t": round(e["t"] - began, 3)} for e in merged)
     _hold_to_judgeable(rebased)
@@ -223,6 +247,19 @@ def _writes_in_flight(events: list[dict[str, Any]]) -> dict[str, tuple[float, st
         if event["op"] in _RUN_WRITES and isinstance(args, list) and args:
             found.setdefault(str(args[0]), (event["t"], str(event["op"])))
     return found
+
+
+def _ended(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A process whose history ends with handlers running was killed there (or stopped recording
+    as if it had been): each of its drives ends as a crashed drive does in a world (``fault.crash``,
+    marked ``ended``), so the checks judge its passes as stopped there, not as stale passes still
+    running when a later pass took their run over."""
+    drives = sorted({str(e["drive"]) for e in events if e["ev"] in ("job.register", "drive.call")})
+    t = events[-1]["t"]
+    return [
+        {"t": t, "ev": "fault.crash", "drive": drive, "down_ms": 0, "working": [], "ended": True}
+        for drive in drives
+    ]
 
 
 def _still_in_their_handler(events: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -284,33 +321,92 @@ def _hold_to_judgeable(events: tuple[dict[str, Any], ...]) -> None:
 def judge_history(history: History) -> HistoryVerdict:
     """Every check that applies to a recorded history, over its merged events.
 
-    A write a process sent and never recorded the outcome of (it was killed between the store's
-    commit and the recorder's line) may have run: the oracle, which takes it for unrun, may then
-    see the run's later rows as wrong. So what the checks find on such a run from the moment the
-    write was sent is set aside, and named, rather than reported as the spec's violation."""
+    The oracle models a run from its beginning: a run the history never saw begin (it was made
+    before recording began, or by a start whose outcome a killed process never wrote) looks to it
+    like a run that appeared from nowhere, and a write a process sent and never recorded the
+    outcome of (killed between the store's commit and the recorder's line) may have run while
+    the oracle takes it for unrun. What the checks find on such a run (from the moment of the
+    write, for the second) is set aside and named with why, never reported as the spec's
+    violation, and never counted as held."""
     checker = TraceChecker()
     checker.feed(history.events)
     report = checker.report(settles=False)
-    doubtful = history.in_flight
-
-    def set_aside(finding: Finding) -> bool:
-        return finding.run in doubtful and finding.t >= doubtful[finding.run][0]
-
-    aside = tuple(f for f in report.findings if set_aside(f))
+    begun = _runs_begun(history.events)
+    why: dict[str, tuple[float, str]] = {}
+    for finding in report.findings:
+        run = finding.run
+        if run is None or run in why:
+            continue
+        if run not in begun:
+            why[run] = (
+                0.0,
+                "its beginning is not in the history (made before recording began, "
+                "or by a start whose outcome its process never wrote)",
+            )
+        elif run in history.in_flight:
+            t, what = history.in_flight[run]
+            why[run] = (
+                t,
+                f"{what} at {ms(t)} ms had no recorded outcome (the process ended "
+                "between the store's commit and its record, or before the store ran it)",
+            )
+    aside = {
+        run: tuple(f for f in report.findings if f.run == run and f.t >= t)
+        for run, (t, _) in why.items()
+    }
+    aside = {run: found for run, found in aside.items() if found}
     if not aside:
         return HistoryVerdict(report, ())
-    kept = tuple(f for f in report.findings if not set_aside(f))
+    return HistoryVerdict(
+        _without(report, checker, aside),
+        tuple((run, why[run][1], found) for run, found in sorted(aside.items())),
+    )
+
+
+def _runs_begun(events: tuple[dict[str, Any], ...]) -> set[str]:
+    """The runs whose beginning the history holds: made by a start, or copied in by an import,
+    that it recorded."""
+    begun: set[str] = set()
+    imports: dict[tuple[Any, Any], Any] = {}
+    for event in events:
+        key = (event.get("link"), event.get("seq"))
+        if event["ev"] == "rpc.send" and event.get("op") == "import_dump":
+            imports[key] = event.get("args")
+        if event["ev"] != "rpc.exec" or "result" not in event:
+            continue
+        if event["op"] == "start_or_join" and isinstance(event["result"], dict):
+            begun.add(str(event["result"].get("id")))
+        elif event["op"] == "import_dump":
+            begun.update(_imported_runs(imports.pop(key, None)))
+    return begun
+
+
+def _imported_runs(args: Any) -> list[str]:
+    """The run ids of an import's dump, as its send describes it (``[dump, source scope]``)."""
+    dump = args[0] if isinstance(args, list) and args else None
+    runs = dump.get("runs") if isinstance(dump, dict) else None
+    if not isinstance(runs, list):
+        return []
+    return [str(row["id"]) for row in runs if isinstance(row, dict) and "id" in row]
+
+
+def _without(
+    report: CheckReport, checker: TraceChecker, aside: dict[str, tuple[Finding, ...]]
+) -> CheckReport:
+    """``report`` without the findings set aside, its counts made again."""
+    dropped = {id(f) for found in aside.values() for f in found}
+    kept = tuple(f for f in report.findings if id(f) not in dropped)
     counted: Counter[str] = Counter()
     unlisted = 0
     for (check, run), seen in checker.violations_of.items():
-        if run in doubtful:
+        if run in aside:
             seen = sum(1 for f in kept if (f.check, f.run, f.verdict) == (check, run, "violation"))
+        else:
+            unlisted += max(0, seen - MAX_REPEATS)
         counted[check] += seen
-        unlisted += max(0, seen - MAX_REPEATS) if run not in doubtful else 0
-    judged = attrs.evolve(
+    return attrs.evolve(
         report,
         findings=kept,
         violations_unlisted=unlisted,
         violations_by_check=tuple(sorted((c, n) for c, n in counted.items() if n)),
     )
-    return HistoryVerdict(judged, aside)

@@ -56,6 +56,25 @@ def test_parts_rotate_and_only_the_newest_are_kept(tmp_path: Path) -> None:
     assert lines(parts[-1])[-1]["n"] == 199
 
 
+def test_a_folder_that_is_no_path_or_cannot_be_written_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^the history's folder is ''; give the path of a folder"):
+        HistoryRecorder("")
+    with pytest.raises(ValueError, match=r"^the history's folder is 123; give the path"):
+        HistoryRecorder(123)  # type: ignore[arg-type]
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match=r"cannot be made \(File exists\); give a folder"):
+        HistoryRecorder(tmp_path / "file")
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro").chmod(0o500)
+    try:
+        if os.access(tmp_path / "ro", os.W_OK):
+            return  # root writes anywhere: nothing to refuse here
+        with pytest.raises(ValueError, match=r"cannot be written \(Permission denied\)"):
+            HistoryRecorder(tmp_path / "ro")
+    finally:
+        (tmp_path / "ro").chmod(0o700)
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

@@ -147,9 +147,13 @@ def test_a_write_in_flight_when_its_process_was_killed_is_set_aside_not_blamed(
     history = record(tmp_path, runs=0, hours_later=1)
     code, out = check(history, capsys=capsys)
     assert code == 0, out
-    assert "not judged (a write in flight when its process ended):" in out
+    # The dead process's pass stopped when it died: the takeover an hour later overlaps nothing.
+    assert "its history ends at" in out
+    assert "[explained] double-run" not in out
+    assert "not judged (what the history cannot tell the oracle):" in out
     assert "record_step sent by process " in out
-    assert "1 run not judged from a write left in flight (above)" in out
+    assert "had no recorded outcome (the process ended between the store's commit" in out
+    assert "1 run not judged (above)" in out
     # Without the call that was in flight, the same history is the spec's violation: what was
     # set aside is exactly what the oracle could not know.
     (first,) = [
@@ -160,6 +164,26 @@ def test_a_write_in_flight_when_its_process_was_killed_is_set_aside_not_blamed(
     code, out = check(history, capsys=capsys)
     assert code == 1, out
     assert "ledger-one-pass: VIOLATED" in out
+
+
+def test_runs_made_before_recording_began_are_not_judged_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The oracle models a run from its start: a run it never saw start would look to it like a
+    # claim of a run that was never due.
+    async def before() -> None:
+        (tmp_path / "scopes").mkdir()
+        async with open_scope_host(tmp_path / "scopes") as host:
+            drive = JobDriver(host, name="unrecorded")
+            for n in range(3):
+                start = StartJobRunInput(module_id="m", job="j", instance=f"before{n}")
+                await drive.start_job_run("s", start)
+
+    trio.run(before)
+    code, out = check(record(tmp_path, runs=1), capsys=capsys)
+    assert code == 0, out
+    assert out.count("its beginning is not in the history (made before recording began") == 3
+    assert "every check held; 3 runs not judged (above)" in out
 
 
 def cannot_judge(capsys: pytest.CaptureFixture[str], *paths: Path) -> str:
@@ -217,3 +241,30 @@ def test_a_path_that_is_not_there_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cannot_judge(capsys, tmp_path / "nope") == f"{tmp_path / 'nope'}: no such file or folder"
+
+
+def test_a_line_that_is_not_an_event_is_named_with_its_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "history-x.jsonl"
+    path.write_text(
+        '{"t": 0, "ev": "record.begin", "format": 5, "process": "h:1", "part": 1}\n[1, 2]\n'
+    )
+    assert cannot_judge(capsys, path).startswith(f"{path}: line 2 is list [1, 2], not an event")
+    path.write_text('{"t": 0, "ev": "record.begin"}\n')
+    assert cannot_judge(capsys, path) == (
+        f"{path}: its record.begin line says format None, process None, part None; this check "
+        "reads what a recorder of format 5 writes (format 5, the process as HOST:PID, the part "
+        "as 1, 2, ...)"
+    )
+
+
+def test_a_history_with_nothing_in_it_is_not_judged_and_a_file_named_twice_is_read_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "history-x.jsonl"
+    path.write_text('{"t": 0, "ev": "record.begin", "format": 5, "process": "h:1", "part": 1}\n')
+    assert cannot_judge(capsys, path, tmp_path) == (
+        "1 file of h:1 hold no event after record.begin: nothing happened on the host while it "
+        "recorded, so there is nothing to judge"
+    )
