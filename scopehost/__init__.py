@@ -8,7 +8,7 @@ latency and faults a test or a simulation controls.
 from ._clock import DEFAULT_EPOCH_MS, Clock, StoreClock, WallClock
 from ._database import ScopeDatabase
 from ._describe import describe
-from ._dump import JobRunDump, JobStepDumpRow
+from ._dump import JobRunDump, JobStepDumpRow, read_scope_file
 from ._erasure import tombstone
 from ._errors import (
     DoorHeld,
@@ -112,5 +112,6 @@ __all__ = [
     "WallClock",
     "describe",
     "open_scope_host",
+    "read_scope_file",
     "tombstone",
 ]

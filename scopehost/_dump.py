@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 from typing import Any, Final
 
 import attrs
@@ -50,6 +51,7 @@ from driver import (
 from driver._json import json_text_problem, surrogate_message
 from driver._limits import size_problem, time_ahead_problem
 
+from ._identity import recorded_scope
 from ._schema import RUNS_TABLE, STEPS_TABLE
 
 _RUN_COLUMNS: Final = tuple(field.name for field in attrs.fields(JobRunRow))
@@ -186,6 +188,31 @@ def export_rows(conn: sqlite3.Connection, scope_id: str) -> JobRunDump:
         )
     )
     return JobRunDump(scope_id, runs, steps)
+
+
+def read_scope_file(path: str | Path) -> JobRunDump:
+    """Every run and step row of a scope's file in a data folder, as ``export_dump`` returns
+    them: what an incident left, to restore in a world (``World.restore``). It writes nothing
+    (SQLite may make the ``-shm`` index beside the file). The scope id is the one the file
+    records (its name's stem for a file older than that record). Read it while no host has the
+    scope open, or a copy of the file with its ``-wal``: the log holds the latest writes."""
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"{str(file)!r} is not a file; give a scope's .sqlite3 file")
+    conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        conn.row_factory = sqlite3.Row
+        scope_id = recorded_scope(conn) or file.stem
+        return export_rows(conn, scope_id)
+    except sqlite3.DatabaseError as error:
+        wal = file.with_name(f"{file.name}-wal")
+        hint = "" if wal.exists() else f" (if it is a copy, copy its {wal.name} beside it too)"
+        raise ValueError(
+            f"{str(file)!r} does not read as a scope's file ({error}){hint}; give a scope's "
+            ".sqlite3 file from a host's folder"
+        ) from None
+    finally:
+        conn.close()
 
 
 # -- validation ----------------------------------------------------------------------------------

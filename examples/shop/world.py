@@ -9,19 +9,25 @@ idempotency key is answered with the first result. Explore them:
     python -m sims explore examples/shop/world.py:month-end --examples 500
 
 ``order-buggy`` charges without a key: explore finds the lost answer of a charge that the retry
-charges again, and shrinks it to one fault. ``order-fixed`` and ``month-end`` (the fixed order job,
-started by the month-end fan-out) are clean. ``python -m examples.shop.serve`` runs the same
-handlers on the real scope host against real HTTP services, and shows the same bug.
+charges again, and shrinks it to one fault. ``incident`` and ``incident-buggy`` start from what a
+killed serve left in ``$SHOP_INCIDENT`` (its data folder): the shop's scope and the providers'
+records, restored (docs/recording.md, "An incident becomes a world"). ``order-fixed`` and
+``month-end`` (the fixed order job, started by the month-end fan-out) are clean. ``python -m
+examples.shop.serve`` runs the same handlers on the real scope host against real HTTP services, and
+shows the same bug.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
 from driver import JobDefinition, ServiceDeclined
+from scopehost import read_scope_file
 from sims import (
     DriveSpec,
     Operation,
@@ -145,3 +151,109 @@ async def month_end(world: World) -> None:
     world.every("cron", SCOPE, every_ms=500, first_ms=0, until_ms=HORIZON_MS)
     world.every("alarm", SCOPE, every_ms=500, first_ms=250, until_ms=HORIZON_MS)
     await world.settle((SCOPE,), horizon_ms=HORIZON_MS, poll_ms=500)
+
+
+# -- an incident, restored --------------------------------------------------------------------
+#
+# A data folder that `python -m examples.shop.serve` left when it was killed part-way (SIGKILL,
+# a crash, a deploy gone wrong): the shop's scope as its file holds it, and the card provider and
+# the mailer as their own records hold them. The incident worlds start from there and run the
+# same handlers on; explore searches the faults that could still strike from that moment:
+#
+#     SHOP_INCIDENT=DIR python -m sims explore examples/shop/world.py:incident
+#
+# (docs/recording.md, "An incident becomes a world", walks through it.)
+
+#: The environment variable naming the incident's data folder (a serve's --data).
+INCIDENT_VARIABLE = "SHOP_INCIDENT"
+
+
+def incident_folder() -> Path:
+    folder = os.environ.get(INCIDENT_VARIABLE)
+    if not folder or not (Path(folder) / "scopes" / f"{SCOPE}.sqlite3").is_file():
+        raise ValueError(
+            f"{INCIDENT_VARIABLE}={folder!r}: name the data folder an incident left (the --data "
+            f"of python -m examples.shop.serve), which holds scopes/{SCOPE}.sqlite3"
+        )
+    return Path(folder)
+
+
+def _provider_records(path: Path, table: str, columns: str) -> tuple[list[Any], dict[str, Any]]:
+    """A provider's rows of ``table`` and the answers it remembers by key, read-only."""
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(f"SELECT {columns} FROM {table} ORDER BY 1").fetchall()
+        answered = {
+            str(key): json.loads(body)
+            for key, status, body in conn.execute("SELECT key, status, body FROM answered")
+            if status == 200  # a decline is an answer the world gives again by itself
+        }
+        return rows, answered
+    finally:
+        conn.close()
+
+
+def _restore_providers(world: World, folder: Path) -> list[str]:
+    """The card provider and the mailer as their records stood; the orders charged then."""
+    rows, answered = _provider_records(folder / "card.sqlite3", "charges", "charge, orderid, cents")
+    world.restore_service(
+        "card",
+        {"charges": [{"order": order, "cents": cents} for _, order, cents in rows]},
+        answered={("charge", key.split(":", 1)[1]): v for key, v in answered.items()},
+    )
+    sent, answered = _provider_records(folder / "mail.sqlite3", "mails", "mail, sent_to, subject")
+    world.restore_service(
+        "mail",
+        {"sent": [{"to": to, "subject": subject} for _, to, subject in sent]},
+        answered={("send", key.split(":", 1)[1]): v for key, v in answered.items()},
+    )
+    return [order for _, order, _ in rows]
+
+
+def charged_once_from_the_incident(trace: Trace) -> list[UserFinding]:
+    """No order charged twice with a charge of this world among them: the charges the incident
+    left count, and one more for the same order in this world is the double charge."""
+    before: dict[str, int] = {}
+    for order in _provider_records(
+        incident_folder() / "card.sqlite3", "charges", "charge, orderid, cents"
+    )[0]:
+        before[order[1]] = before.get(order[1], 0) + 1
+    sent = {(e["drive"], e["seq"]): e["args"] for e in trace.of("svc.send")}
+    here: dict[str, list[float]] = {}
+    for event in trace.of("svc.exec"):
+        if event["op"] == "card.charge" and event["effect"]:
+            here.setdefault(sent[(event["drive"], event["seq"])]["order"], []).append(event["t"])
+    return [
+        UserFinding(
+            f"order {order} was charged {before.get(order, 0) + len(times)} times: "
+            f"{before.get(order, 0)} before the incident, {len(times)} in this world",
+            at_ms=times[0],
+        )
+        for order, times in sorted(here.items())
+        if before.get(order, 0) + len(times) > 1
+    ]
+
+
+async def _incident(world: World, order: JobDefinition) -> None:
+    folder = incident_folder()
+    world.add_drive(DriveSpec(name="cron", request_ms=2.0, reply_ms=3.0))
+    world.add_drive(DriveSpec(name="alarm", request_ms=15.0, reply_ms=40.0))
+    world.register(order)
+    world.register(MONTH_END)
+    await world.restore(SCOPE, read_scope_file(folder / "scopes" / f"{SCOPE}.sqlite3"))
+    _restore_providers(world, folder)
+    world.every("cron", SCOPE, every_ms=500, first_ms=0, until_ms=HORIZON_MS)
+    world.every("alarm", SCOPE, every_ms=500, first_ms=250, until_ms=HORIZON_MS)
+    await world.settle((SCOPE,), horizon_ms=HORIZON_MS, poll_ms=500)
+
+
+@scenario("incident", setup=SETUP, checks=[charged_once_from_the_incident])
+async def incident(world: World) -> None:
+    """The incident in $SHOP_INCIDENT, restored, driven on by the fixed order job."""
+    await _incident(world, ORDER_FIXED)
+
+
+@scenario("incident-buggy", setup=SETUP, checks=[charged_once_from_the_incident])
+async def incident_buggy(world: World) -> None:
+    """The incident in $SHOP_INCIDENT, restored, driven on by the order job without its key."""
+    await _incident(world, ORDER_BUGGY)

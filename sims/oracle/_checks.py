@@ -325,6 +325,35 @@ class TraceChecker(Conclusions):
         if pass_ is not None:
             pass_.last_renewal_store_ms = now
 
+    def exec_import_dump(self, event: dict[str, Any], args: list[Any]) -> None:
+        """The runs an import wrote are what the store holds from then on: a restore (into the
+        dump's own scope) replaces the scope's runs with the dump's, each as its row stands, with
+        the step rows it carries as its ledger; a copy adds them, a running one failed."""
+        dump, source = [*args, None, None][:2]
+        if not isinstance(dump, dict) or not isinstance(dump.get("runs"), list):
+            return
+        scope = event["scope"]
+        restore = source == scope
+        if restore:
+            # The store deleted the runs the dump does not hold; those it holds keep what the
+            # checks know of them (their passes, why they failed), their rows as the dump's.
+            kept = {row.get("id") for row in dump["runs"] if isinstance(row, dict)}
+            for key in [key for key in self.runs if key[0] == scope and key[1] not in kept]:
+                del self.runs[key]
+        ledgers: dict[str, set[str]] = defaultdict(set)
+        for step in dump.get("steps") or ():
+            if isinstance(step, dict) and step.get("result") is not None:
+                ledgers[str(step.get("run_id"))].add(str(step.get("step")))
+        for row in dump["runs"]:
+            if not isinstance(row, dict) or "id" not in row:
+                continue
+            run = self.model(scope, row["id"], row)
+            carried = restore or row.get("status") != "running"
+            # A copy fails a running run ("not carried"): it ends, and its lease with it.
+            ended = {"status": "failed", "lease_owner": None, "lease_began_at": None}
+            self.sync_row(run, row if carried else {**row, **ended, "next_attempt_at": None})
+            run.ledger = ledgers[row["id"]] if carried else set()
+
     def exec_begin_step(self, event: dict[str, Any], args: list[Any]) -> None:
         result = event["result"]
         if not result["held"]:

@@ -50,7 +50,7 @@ from scopehost._network import withdraw
 
 from ..faults._plan import ServiceOutage
 from ._fence import DriveKilled, Incarnation, current_incarnation
-from ._service_values import check_key_argument, check_state, copied_state
+from ._service_values import check_key_argument, check_state, copied_state, state_problem
 
 if TYPE_CHECKING:
     from driver import JobPassContext
@@ -238,6 +238,34 @@ class Services:
         self._outages = [f for f in world.plan.faults if isinstance(f, ServiceOutage)]
         #: Calls whose legs are still on the wire: the world waits for them before it ends.
         self.in_flight = 0
+
+    def restore(
+        self, name: str, state: Any, answered: Mapping[tuple[str, str], Any] | None = None
+    ) -> None:
+        """Service ``name`` as a real one stood at an incident: its ``state``, and the first
+        answer it gave to each (operation, idempotency key) it remembers."""
+        service = self.declared.get(name)
+        if service is None:
+            have = ", ".join(self.declared) or "none"
+            raise ValueError(
+                f"no service {name!r} in this world (its services: {have}); declare it in "
+                "WorldSetup(services=(Service(...),)) before restoring its state"
+            )
+        problem = state_problem(state)
+        if problem is not None:
+            raise ValueError(f"the state restored to service {name!r}: {problem}")
+        for given, result in (answered or {}).items():
+            operation, key = given if isinstance(given, tuple) and len(given) == 2 else (None, None)
+            if operation not in service.operations or not isinstance(key, str):
+                raise ValueError(
+                    f"answered[{given!r}] of service {name!r}: give (OPERATION, KEY) with an "
+                    f"operation of the service ({', '.join(service.operations)}) and the key as "
+                    "a string"
+                )
+            self._first[(name, f"{name}.{operation}", key)] = _json_copy(
+                result, f"the answer restored to {name}.{operation} for key {key!r}"
+            )
+        self.state[name] = copy.deepcopy(state)
 
     def _check(self, service: str, operation: str) -> Service:
         found = self.declared.get(service)

@@ -14,7 +14,7 @@ import logging
 import math
 import random
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
@@ -39,6 +39,7 @@ from driver import (
 from scopehost import (
     DEFAULT_EPOCH_MS,
     DeliverLate,
+    JobRunDump,
     LegDelay,
     LinkCall,
     LinkOutcome,
@@ -68,6 +69,7 @@ from ..faults._plan import (
     StoreClockFault,
 )
 from ._fence import FencedLink, Incarnation, living_as, only_kills
+from ._incident import latest_ms, moved
 from ._recording import WorldJobDriver
 from ._services import Service, Services
 from ._upstream import Upstream
@@ -822,6 +824,35 @@ class World:
             except ScopeEvicted:
                 continue
         return await read(self.host.stub(scope_id))
+
+    async def restore(self, scope_id: str, dump: JobRunDump) -> None:
+        """Put an incident's rows in ``scope_id``, replacing what it holds, as a restore does:
+        ``dump`` is a scope's export (``JobRunDump.from_json`` of a saved one, or
+        ``scopehost.read_scope_file`` of a data folder's file). Its times move so that its latest
+        is the world's now, so each lease, retry and step stands as it stood then
+        (``sims.world._incident``); a running run resumes, taken over once its lease runs out.
+        Written over the host's own link, so the trace (and the oracle) has every row. A world
+        restores at its start, before any drive ticks or run starts: a restore later would roll
+        back what the world's own passes recorded, and their steps would run again."""
+        self.scope(scope_id)
+        if self.trace.counts.get("drive.tick") or self.trace.counts.get("world.start"):
+            raise ValueError(
+                f"world.restore({scope_id!r}, ...) after the world's drives began: restore an "
+                "incident at the start of the scenario, before world.start, world.tick and "
+                "world.every (a restore later rolls back what the world's passes recorded)"
+            )
+        now = self.host.clock.now_ms()
+        restored = moved(dump, scope_id, now - latest_ms(dump))
+        await self.host.stub(scope_id).import_dump(restored, scope_id)
+
+    def restore_service(
+        self, name: str, state: Any, *, answered: Mapping[tuple[str, str], Any] | None = None
+    ) -> None:
+        """Service ``name`` as the real one stood at an incident: ``state`` in the shape the
+        world's operations use, and ``answered``, the first answer it gave to each
+        ``(OPERATION, IDEMPOTENCY_KEY)`` it remembers (a repeat of the key gets that answer, as
+        from a provider that keeps its keys). Read them from the provider's own records."""
+        self.services.restore(name, state, answered)
 
     async def runs(self, scope_id: str) -> list[JobRun]:
         """Every run on the scope, oldest first, as an operator reads them."""

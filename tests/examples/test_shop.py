@@ -12,7 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from sims import explore_plans
+import pytest
+
+from scopehost import read_scope_file
+from sims import explore_plans, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOP = ROOT / "examples" / "shop"
@@ -122,6 +125,49 @@ def test_serve_killed_part_way_and_started_again_charges_nothing_twice(tmp_path:
     # their runs by the second process are the at-least-once window the spec allows.
     assert "was killed or stopped recording there, and those passes never came back" in out
     assert "  checks: every check held" in out
+
+
+def charged_but_not_recorded(folder: Path) -> set[str]:
+    """The orders the provider charged whose run is still running without the result of its
+    'charge' step in the ledger: a pass the kill cut between the provider's work and the step's
+    record, or whose answer the provider dropped after the work."""
+    card = sqlite3.connect(folder / "card.sqlite3")
+    charged = {str(order) for (order,) in card.execute("SELECT orderid FROM charges")}
+    card.close()
+    dump = read_scope_file(folder / "scopes" / "shop.sqlite3")
+    recorded = {s.run_id for s in dump.steps if s.step == "charge" and s.result is not None}
+    return {
+        run.instance
+        for run in dump.runs
+        if run.job == "order" and run.status == "running" and run.id not in recorded
+    } & charged
+
+
+def test_the_incident_a_kill_left_becomes_a_world_and_is_explored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    incident = tmp_path / "incident"
+    first = serve(incident, "--orders", "12")
+    deadline = time.monotonic() + 120
+    while charges(incident) < 4 and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+    monkeypatch.setenv("SHOP_INCIDENT", str(incident))
+    monkeypatch.chdir(ROOT)
+    # The fixed job goes on from the incident's rows and the providers' records: every order
+    # charged once, the ones charged before the kill included, whatever faults strike next.
+    simulation = simulate("examples/shop/world.py:incident", 1)
+    assert simulation.report.ok, simulation.report.verdict()
+    assert {run.status for run in simulation.outcome.runs["shop"]} == {"done"}
+    assert explore_plans("examples/shop/world.py:incident", max_examples=40) is None
+    # The job without its key charges again exactly the orders charged and not recorded when
+    # the kill came: the incident's own double charges, shown.
+    doubled = {
+        finding.text.split()[1]
+        for finding in simulate("examples/shop/world.py:incident-buggy", 1).report.violations
+    }
+    assert doubled == charged_but_not_recorded(incident)
 
 
 def test_serve_on_a_broken_store_records_a_history_check_judges_violated(tmp_path: Path) -> None:
