@@ -244,13 +244,7 @@ class Services:
     ) -> None:
         """Service ``name`` as a real one stood at an incident: its ``state``, and the first
         answer it gave to each (operation, idempotency key) it remembers."""
-        service = self.declared.get(name)
-        if service is None:
-            have = ", ".join(self.declared) or "none"
-            raise ValueError(
-                f"no service {name!r} in this world (its services: {have}); declare it in "
-                "WorldSetup(services=(Service(...),)) before restoring its state"
-            )
+        service = self._declared(name)
         problem = state_problem(state)
         if problem is not None:
             raise ValueError(f"the state restored to service {name!r}: {problem}")
@@ -267,7 +261,7 @@ class Services:
             )
         self.state[name] = copy.deepcopy(state)
 
-    def _check(self, service: str, operation: str) -> Service:
+    def _declared(self, service: str) -> Service:
         found = self.declared.get(service)
         if found is None:
             have = ", ".join(self.declared) or "none"
@@ -275,6 +269,10 @@ class Services:
                 f"no service {service!r} in this world (its services: {have}); declare it in "
                 "WorldSetup(services=(Service(...),))"
             )
+        return found
+
+    def _check(self, service: str, operation: str) -> Service:
+        found = self._declared(service)
         if operation not in found.operations:
             raise ValueError(
                 f"service {service!r} has no operation {operation!r}; its operations are "

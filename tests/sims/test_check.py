@@ -75,6 +75,17 @@ def record(
     return folder / "history"
 
 
+def record_in_a_process(folder: Path, **options: str) -> int:
+    """``record(folder, ...)`` in a process of its own (options as Python source); its exit."""
+    given = "".join(f", {name}={value}" for name, value in options.items())
+    program = (
+        "import sys; from pathlib import Path; from tests.sims.test_check import *; "
+        f"record(Path(sys.argv[1]){given})"
+    )
+    root = Path(__file__).parents[2]
+    return subprocess.run([sys.executable, "-c", program, str(folder)], cwd=root).returncode
+
+
 def check(*paths: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """The exit code and what was printed, its lines unwrapped (a long one wraps at 100)."""
     code = main(["check", *map(str, paths)])
@@ -107,13 +118,8 @@ def test_the_histories_of_two_processes_are_merged_and_their_drives_told_apart(
 ) -> None:
     # Two real processes, one after the other, on one scope folder: the second finds the runs
     # the first left, and both have drives named cron and alarm, each numbering its calls from 1.
-    program = (
-        "import sys; from pathlib import Path; from tests.sims.test_check import record; "
-        "record(Path(sys.argv[1]))"
-    )
-    root = Path(__file__).parents[2]
     for _ in range(2):
-        subprocess.run([sys.executable, "-c", program, str(tmp_path)], check=True, cwd=root)
+        assert record_in_a_process(tmp_path) == 0
     code, out = check(tmp_path / "history", capsys=capsys)
     assert code == 0, out
     assert out.startswith("check: 2 files of 2 processes, ")
@@ -137,13 +143,7 @@ def test_a_write_in_flight_when_its_process_was_killed_is_set_aside_not_blamed(
     # Process 1 dies the moment its store commits step 'one': its history has the call sent and
     # no outcome. Process 2 (its store's clock an hour on, so the lease has run out) takes the
     # run over and reads the memo of 'one', which nobody in the history recorded.
-    program = (
-        "import sys; from pathlib import Path; from tests.sims.test_check import record, "
-        "DiesAfterStepOne; record(Path(sys.argv[1]), database=DiesAfterStepOne, runs=1)"
-    )
-    root = Path(__file__).parents[2]
-    died = subprocess.run([sys.executable, "-c", program, str(tmp_path)], cwd=root)
-    assert died.returncode == 9
+    assert record_in_a_process(tmp_path, database="DiesAfterStepOne", runs="1") == 9
     history = record(tmp_path, runs=0, hours_later=1)
     code, out = check(history, capsys=capsys)
     assert code == 0, out

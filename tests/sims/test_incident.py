@@ -4,8 +4,6 @@ by the same handler; the search explores it from where it stands."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,8 @@ from scopehost import DEFAULT_EPOCH_MS, read_scope_file
 from sims import WorldError, explore_plans, simulate
 from sims.world._incident import latest_ms, moved
 
+from .test_check import record_in_a_process
+
 ROOT = Path(__file__).parents[2]
 WORLD = "tests/sims/worlds/incident.py:resume"
 
@@ -22,12 +22,7 @@ WORLD = "tests/sims/worlds/incident.py:resume"
 @pytest.fixture
 def incident(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A real host killed the moment its store committed step 'one' of its run's pass."""
-    program = (
-        "import sys; from pathlib import Path; from tests.sims.test_check import record, "
-        "DiesAfterStepOne; record(Path(sys.argv[1]), database=DiesAfterStepOne, runs=1)"
-    )
-    died = subprocess.run([sys.executable, "-c", program, str(tmp_path)], cwd=ROOT)
-    assert died.returncode == 9
+    assert record_in_a_process(tmp_path, database="DiesAfterStepOne", runs="1") == 9
     dump = read_scope_file(tmp_path / "scopes" / "s.sqlite3")
     saved = tmp_path / "incident.json"
     saved.write_text(dump.to_json(), encoding="utf-8")
