@@ -59,6 +59,7 @@ from .runners._run import WorldOutcome, WorldSetup, run_world
 from .runners._simulate import WorldError, scenario_names, simulate
 from .runners._sweep import SeedSummary, SweepReport, sweep
 from .runners._testing import WorldFailed, check_worlds, describe_failure
+from .scenarios._deploy_checks import carries_the_ledger
 from .scenarios._effect_checks import at_most_once, once_per_done_run
 from .scenarios._registry import (
     SCENARIOS,
@@ -163,6 +164,7 @@ __all__ = [
     "WorldShape",
     "at_most_once",
     "call_service",
+    "carries_the_ledger",
     "check_trace",
     "check_worlds",
     "describe_failure",

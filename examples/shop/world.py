@@ -36,6 +36,7 @@ from sims import (
     UserFinding,
     World,
     WorldSetup,
+    carries_the_ledger,
     scenario,
 )
 
@@ -247,13 +248,15 @@ async def _incident(world: World, order: JobDefinition) -> None:
     await world.settle((SCOPE,), horizon_ms=HORIZON_MS, poll_ms=500)
 
 
-@scenario("incident", setup=SETUP, checks=[charged_once_from_the_incident])
+@scenario("incident", setup=SETUP, checks=[charged_once_from_the_incident, carries_the_ledger])
 async def incident(world: World) -> None:
     """The incident in $SHOP_INCIDENT, restored, driven on by the fixed order job."""
     await _incident(world, ORDER_FIXED)
 
 
-@scenario("incident-buggy", setup=SETUP, checks=[charged_once_from_the_incident])
+@scenario(
+    "incident-buggy", setup=SETUP, checks=[charged_once_from_the_incident, carries_the_ledger]
+)
 async def incident_buggy(world: World) -> None:
     """The incident in $SHOP_INCIDENT, restored, driven on by the order job without its key."""
     await _incident(world, ORDER_BUGGY)

@@ -92,3 +92,23 @@ def test_times_keep_their_distance_from_the_moment_of_the_incident(
 def test_a_restore_after_the_drives_began_is_refused(incident: Path) -> None:
     with pytest.raises(WorldError, match=r"world.restore\('s', ...\) after the world's drives"):
         simulate("tests/sims/worlds/incident.py:restore-late", 1)
+
+
+def test_new_code_that_renames_a_step_the_ledger_holds_is_reported_with_the_remedy(
+    incident: Path,
+) -> None:
+    # The same code carries the ledger; the next version, its step 'one' renamed 'first', would
+    # run the step's effect again; one that reads a payload field the old runs lack cannot go on.
+    assert simulate(WORLD, 1).report.ok
+    (finding,) = simulate("tests/sims/worlds/incident.py:deploy-renamed", 1).report.violations
+    assert finding.check == "carries-the-ledger"
+    assert finding.text.endswith(
+        "the ledger holds 'one' from a pass of the old code, and the new code called 'first' "
+        "before 'one': a step called under a new name, or out of its order, runs its effect "
+        "again; keep the old step name, register the new code as a new job (version it), or "
+        "branch on what the ledger holds"
+    )
+    raised = simulate("tests/sims/worlds/incident.py:deploy-raises", 1).report.violations
+    assert [f.check for f in raised if f.check == "carries-the-ledger"] == ["carries-the-ledger"]
+    (said,) = [f.text for f in raised if f.check == "carries-the-ledger"]
+    assert "the new code raised TypeError at incident.py:" in said

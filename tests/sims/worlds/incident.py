@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
+from driver import JobPassResult
 from scopehost import JobRunDump
-from sims import DriveSpec, World, WorldSetup, scenario
+from sims import DriveSpec, World, WorldSetup, carries_the_ledger, scenario
 from tests.sims.test_check import handler
 
 SCOPE = "s"
@@ -17,12 +19,42 @@ HORIZON_MS = 1_200_000
 EVERY_MS = 10_000
 
 
-@scenario("resume", setup=WorldSetup(scopes=(SCOPE,)))
+async def renamed(ctx: Any) -> JobPassResult:
+    """The handler's next version, its first step renamed: a deploy over the incident's run."""
+    one = await ctx.step("first", lambda: 1)
+    await ctx.step("two", lambda: one + 1)
+    return JobPassResult(done=True)
+
+
+async def raises_on_the_payload(ctx: Any) -> JobPassResult:
+    """A next version that reads a payload field the old runs never had."""
+    customer = ctx.payload["customer"]
+    await ctx.step("one", lambda: customer)
+    return JobPassResult(done=True)
+
+
+@scenario("resume", setup=WorldSetup(scopes=(SCOPE,)), checks=[carries_the_ledger])
 async def resume(world: World) -> None:
     """The incident's scope, restored; two drives tick until its runs have ended."""
+    await _resume(world, handler)
+
+
+@scenario("deploy-renamed", setup=WorldSetup(scopes=(SCOPE,)), checks=[carries_the_ledger])
+async def deploy_renamed(world: World) -> None:
+    """The incident's run, driven on by the next version with its first step renamed."""
+    await _resume(world, renamed)
+
+
+@scenario("deploy-raises", setup=WorldSetup(scopes=(SCOPE,)), checks=[carries_the_ledger])
+async def deploy_raises(world: World) -> None:
+    """The incident's run, driven on by a next version that cannot read its payload."""
+    await _resume(world, raises_on_the_payload)
+
+
+async def _resume(world: World, version: Any) -> None:
     world.add_drive(DriveSpec(name="cron", request_ms=2.0, reply_ms=3.0))
     world.add_drive(DriveSpec(name="alarm", request_ms=10.0, reply_ms=20.0))
-    world.add_job("m", "j", handler)
+    world.add_job("m", "j", version)
     dump = JobRunDump.from_json(Path(os.environ["INCIDENT_DUMP"]).read_text(encoding="utf-8"))
     await world.restore(SCOPE, dump)
     world.every("cron", SCOPE, every_ms=EVERY_MS, first_ms=0, until_ms=HORIZON_MS)
