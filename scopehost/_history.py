@@ -117,9 +117,7 @@ class HistoryRecorder:
             self._begin_part()
 
     def _add(self, entry: dict[str, Any]) -> None:
-        self._append(_encode(entry) + "\n")
-
-    def _append(self, line: str) -> None:
+        line = _encode(entry) + "\n"
         self._pending.append(line)
         self._written += len(line)
 
@@ -156,6 +154,8 @@ class HistoryRecorder:
             self._path_of(gone).unlink(missing_ok=True)
 
     def close(self) -> None:
+        """Write what is gathered and close the file (a host that made its recorder closes it
+        with itself; one you made is yours to close)."""
         if not self.closed:
             self.flush()
             os.close(self._fd)

@@ -43,9 +43,13 @@ class _FirstPass:
     ended: dict[str, Any] | None = None
 
 
-def _restored_ledgers(trace: Trace) -> dict[str, tuple[float, set[str]]]:
+#: By run: when the restore came, and the steps whose results its ledger held.
+Ledgers = dict[str, tuple[float, set[str]]]
+
+
+def _restored_ledgers(trace: Trace) -> Ledgers:
     """For each running run a restore put in the world with step results: when, and which."""
-    found: dict[str, tuple[float, set[str]]] = {}
+    found: Ledgers = {}
     for event in trace.of("rpc.send"):
         args = event.get("args")
         if event["op"] != "import_dump" or not isinstance(args, list) or len(args) < 2:
@@ -60,9 +64,7 @@ def _restored_ledgers(trace: Trace) -> dict[str, tuple[float, set[str]]]:
     return found
 
 
-def _first_passes(
-    trace: Trace, ledgers: dict[str, tuple[float, set[str]]]
-) -> dict[str, _FirstPass]:
+def _first_passes(trace: Trace, ledgers: Ledgers) -> dict[str, _FirstPass]:
     passes: dict[str, _FirstPass] = {}
     for event in trace.of("handler.invoke", "hx.step", "hx.end"):
         run = event.get("run")
