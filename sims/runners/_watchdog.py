@@ -356,9 +356,12 @@ def _overran(watch: _Watch) -> WorldOverran:
     if watch.blocked:
         return WorldBlocked(blocked_words(watch.blocked_after_s, watch.where))
     if watch.budget:
+        # Struck while no code of the user's ran (the simulator, Trio, or Python itself):
+        # said so, rather than naming a frame that is nobody's line.
+        where = watch.where or ", while the simulator's own code ran (none of yours was running)"
         return BudgetSpent(
             f"the search's time budget ran out while a world ran: it was stopped after "
-            f"{watch.allowance_s:.1f} s of CPU{watch.where}"
+            f"{watch.allowance_s:.1f} s of CPU{where}"
         )
     return WorldOverran(
         f"the world used more than its {watch.allowance_s:g} s of CPU "
@@ -375,7 +378,7 @@ def _where(frame: FrameType | None) -> str:
     while frame is not None:
         stack.append(frame)
         frame = frame.f_back
-    users = [f for f in stack if not f.f_code.co_filename.startswith(_OURS)]
+    users = [f for f in stack if not _ours(f.f_code.co_filename)]
     if not users:
         return ""
     place = place_of([(f.f_code.co_filename, f.f_lineno, f.f_code.co_name) for f in users[:1]])
@@ -394,15 +397,22 @@ def place_of(frames: Sequence[tuple[str, int, str]]) -> str:
     """``' at FILE:LINE in F()'``: the innermost of ``frames`` (file, line, function; innermost
     first) that is the user's code, not the simulator's or Python's, or "" when none is."""
     for filename, line, function in frames:
-        if not filename.startswith(_OURS):
+        if not _ours(filename):
             return f" at {_shown(filename)}:{line} in {function}()"
     return ""
+
+
+def _ours(filename: str) -> bool:
+    """Whether ``filename`` is code that is not the user's: the simulator's, the store's, the
+    kernel's, the libraries', Python's own, and a frozen module of Python's (``<frozen runpy>``,
+    the ``python -m`` that started the process)."""
+    return filename.startswith(_OURS) or filename.startswith("<frozen ")
 
 
 def _job(stack: list[FrameType]) -> tuple[str, object] | None:
     """The job whose pass the stack is in, and its context, or None (a check, the scenario)."""
     for f in stack:
-        ctx = f.f_locals.get("ctx") if f.f_code.co_filename.startswith(_OURS) else None
+        ctx = f.f_locals.get("ctx") if _ours(f.f_code.co_filename) else None
         run = getattr(ctx, "run", None)
         job = getattr(run, "job", None)
         if isinstance(job, str):

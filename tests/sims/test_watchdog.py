@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sims import WorldError, WorldSetup, search, simulate, sweep
-from sims.runners._watchdog import _watchdog, allowance
+from sims.runners._watchdog import _watchdog, allowance, place_of
 
 WORLDS = Path(__file__).parent / "worlds" / "spinning.py"
 SHOWN = "tests/sims/worlds/spinning.py"
@@ -162,3 +162,11 @@ def test_a_trace_function_set_after_a_stopped_world_does_not_hang_the_process() 
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
     )
     assert (done.returncode, done.stdout) == (0, "returned\n"), done.stderr
+
+
+def test_a_frozen_module_of_python_is_never_named_as_the_users_line() -> None:
+    # `python -m sims ...` runs under <frozen runpy>: a budget struck between worlds found only
+    # that frame outside the simulator, and named it as where the world was stopped.
+    assert place_of([("<frozen runpy>", 88, "_run_code")]) == ""
+    shown = place_of([("<frozen runpy>", 88, "_run_code"), ("/work/w.py", 3, "handler")])
+    assert shown.endswith("w.py:3 in handler()")
