@@ -138,11 +138,14 @@ class ScopeHost:
         self._known = KnownScopes(directory) if directory is not None else None
         self._held_doors: set[tuple[str, str]] = set()
         self._direct = Link(name=DIRECT_LINK)
-        #: Where the host writes its history, when it records one (``record=``).
-        self.recorder: HistoryRecorder | None = None
         #: Set as the host begins to close, before its tasks are cancelled: from then on no call
         #: reaches a scope, and each is answered ``HostClosed`` instead.
         self.closed = False
+
+    @property
+    def recorder(self) -> HistoryRecorder | None:
+        """Where the host writes its history, when it records one (``record=``)."""
+        return self._observer if isinstance(self._observer, HistoryRecorder) else None
 
     # -- the scopes ---------------------------------------------------------------------------
 
@@ -530,13 +533,18 @@ async def open_scope_host(
     for ``python -m sims check``; the ``RecordingJobDriver``s built on the host write theirs into
     it too (docs/recording.md). It is the host's observer: give one or the other.
     """
+    made: HistoryRecorder | None = None
     if record is not None:
         if observer is not None:
             raise ValueError(
                 "record= and observer= were both given; a recording host's observer is its "
                 "history: read the history file, or record without it and observe"
             )
-        observer = record if isinstance(record, HistoryRecorder) else HistoryRecorder(record)
+        if isinstance(record, HistoryRecorder):
+            observer = record
+        else:
+            # Made here from a folder: the host's to close (one given is the giver's).
+            observer = made = HistoryRecorder(record)
     path = None if directory is None else _scope_directory(directory)
     if jump_clock:
         check_jumpable_clock()
@@ -562,7 +570,6 @@ async def open_scope_host(
             max_open_scopes=max_open_scopes,
             durable=durable,
         )
-        host.recorder = observer if isinstance(observer, HistoryRecorder) else None
         nursery.start_soon(host.network.serve, name="network")
         if host.gate is not None and host.gate.threaded:
             nursery.start_soon(host.gate.serve, name="output gate")
@@ -577,8 +584,8 @@ async def open_scope_host(
             nursery.cancel_scope.cancel()
             host.network.close()
     host._close()
-    if host.recorder is not None and not isinstance(record, HistoryRecorder):
-        host.recorder.close()  # the host made it; one given is the giver's to close
+    if made is not None:
+        made.close()
 
 
 def _scope_directory(directory: str | Path) -> Path:
