@@ -161,7 +161,8 @@ def test_every_line_is_on_file_before_a_call_that_can_change_the_store_is_sent(
 async def test_a_recorder_given_to_the_host_is_the_givers_to_close(tmp_path: Path) -> None:
     for given in ("record", "observer"):
         recorder = HistoryRecorder(tmp_path / given)
-        async with open_scope_host(**{given: recorder}) as host:
+        options: dict[str, Any] = {given: recorder}
+        async with open_scope_host(**options) as host:
             assert host.recorder is recorder
         assert not recorder.closed, given
         recorder.close()
