@@ -69,6 +69,26 @@ def service_effect(event: dict[str, Any]) -> str | None:
     return f"{event['run']}/{event['op']}"
 
 
+def imported(args: Any) -> tuple[dict[str, Any], Any] | None:
+    """The dump an ``import_dump`` call carried and its source scope, as its ``rpc.send`` traces
+    its arguments (``[dump, source_scope_id]``), or None when they are not that shape."""
+    if not isinstance(args, list) or len(args) < 2:
+        return None
+    dump = args[0]
+    if not isinstance(dump, dict) or not isinstance(dump.get("runs"), list):
+        return None
+    return dump, args[1]
+
+
+def dump_ledgers(dump: dict[str, Any]) -> dict[str, set[str]]:
+    """The steps whose results a traced dump holds, by run: what each run's ledger memoizes."""
+    ledgers: dict[str, set[str]] = {}
+    for step in dump.get("steps") or ():
+        if isinstance(step, dict) and step.get("result") is not None:
+            ledgers.setdefault(str(step.get("run_id")), set()).add(str(step.get("step")))
+    return ledgers
+
+
 class BadTraceLine(ValueError):
     """A line of a trace file that is JSON, but not an event: ``line N ...`` says which, and
     what it lacks, so that nothing reads a field the line does not have."""

@@ -19,7 +19,7 @@ from typing import Any
 from driver import iso_from_ms, parse_iso_ms
 
 from .._numbers import ms, plural
-from .._trace import Trace, effect_recorded, service_effect
+from .._trace import Trace, dump_ledgers, effect_recorded, imported, service_effect
 from ._conclusions import Conclusions
 from ._model import admission_backoff
 from ._oracle import Oracle
@@ -329,9 +329,10 @@ class TraceChecker(Conclusions):
         """The runs an import wrote are what the store holds from then on: a restore (into the
         dump's own scope) replaces the scope's runs with the dump's, each as its row stands, with
         the step rows it carries as its ledger; a copy adds them, a running one failed."""
-        dump, source = [*args, None, None][:2]
-        if not isinstance(dump, dict) or not isinstance(dump.get("runs"), list):
+        found = imported(args)
+        if found is None:
             return
+        dump, source = found
         scope = event["scope"]
         restore = source == scope
         if restore:
@@ -340,10 +341,7 @@ class TraceChecker(Conclusions):
             kept = {row.get("id") for row in dump["runs"] if isinstance(row, dict)}
             for key in [key for key in self.runs if key[0] == scope and key[1] not in kept]:
                 del self.runs[key]
-        ledgers: dict[str, set[str]] = defaultdict(set)
-        for step in dump.get("steps") or ():
-            if isinstance(step, dict) and step.get("result") is not None:
-                ledgers[str(step.get("run_id"))].add(str(step.get("step")))
+        ledgers = dump_ledgers(dump)
         for row in dump["runs"]:
             if not isinstance(row, dict) or "id" not in row:
                 continue
@@ -352,7 +350,7 @@ class TraceChecker(Conclusions):
             # A copy fails a running run ("not carried"): it ends, and its lease with it.
             ended = {"status": "failed", "lease_owner": None, "lease_began_at": None}
             self.sync_row(run, row if carried else {**row, **ended, "next_attempt_at": None})
-            run.ledger = ledgers[row["id"]] if carried else set()
+            run.ledger = ledgers.get(row["id"], set()) if carried else set()
 
     def exec_begin_step(self, event: dict[str, Any], args: list[Any]) -> None:
         result = event["result"]

@@ -27,7 +27,7 @@ from typing import Any, Final
 import attrs
 
 from .._numbers import ms, plural
-from .._trace import BadTraceLine, Trace
+from .._trace import BadTraceLine, Trace, imported
 from ._checks import MAX_REPEATS, TraceChecker
 from ._report import CheckReport, Finding
 
@@ -376,18 +376,9 @@ def _runs_begun(events: tuple[dict[str, Any], ...]) -> set[str]:
             continue
         if event["op"] == "start_or_join" and isinstance(event["result"], dict):
             begun.add(str(event["result"].get("id")))
-        elif event["op"] == "import_dump":
-            begun.update(_imported_runs(imports.pop(key, None)))
+        elif event["op"] == "import_dump" and (found := imported(imports.pop(key, None))):
+            begun.update(str(row["id"]) for row in found[0]["runs"] if "id" in row)
     return begun
-
-
-def _imported_runs(args: Any) -> list[str]:
-    """The run ids of an import's dump, as its send describes it (``[dump, source scope]``)."""
-    dump = args[0] if isinstance(args, list) and args else None
-    runs = dump.get("runs") if isinstance(dump, dict) else None
-    if not isinstance(runs, list):
-        return []
-    return [str(row["id"]) for row in runs if isinstance(row, dict) and "id" in row]
 
 
 def _without(

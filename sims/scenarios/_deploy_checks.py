@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from .._trace import Trace
+from .._trace import Trace, dump_ledgers, imported
 from ..oracle._report import UserFinding, short
 
 REMEDY = (
@@ -51,16 +51,14 @@ def _restored_ledgers(trace: Trace) -> Ledgers:
     """For each running run a restore put in the world with step results: when, and which."""
     found: Ledgers = {}
     for event in trace.of("rpc.send"):
-        args = event.get("args")
-        if event["op"] != "import_dump" or not isinstance(args, list) or len(args) < 2:
-            continue
-        dump, source = args[0], args[1]
-        if not isinstance(dump, dict) or source != event["scope"]:
+        carried = imported(event.get("args")) if event["op"] == "import_dump" else None
+        if carried is None or carried[1] != event["scope"]:
             continue  # a copy into another scope fails its running runs: nothing to carry
-        running = {row["id"] for row in dump.get("runs") or () if row.get("status") == "running"}
-        for step in dump.get("steps") or ():
-            if step.get("run_id") in running and step.get("result") is not None:
-                found.setdefault(step["run_id"], (event["t"], set()))[1].add(step["step"])
+        dump = carried[0]
+        ledgers = dump_ledgers(dump)
+        for row in dump["runs"]:
+            if row.get("status") == "running" and row.get("id") in ledgers:
+                found[row["id"]] = (event["t"], ledgers[row["id"]])
     return found
 
 
