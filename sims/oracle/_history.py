@@ -178,56 +178,79 @@ def _first_not_json(lines: list[str]) -> str:
 
 def read_history(paths: Iterable[str | Path]) -> History:
     """The history in these files (or folders), merged, or :class:`CannotJudge`."""
-    files = history_files(paths)
-    by_process: dict[str, list[Part]] = {}
     # A file named twice (itself and by its folder, say) is one file.
-    files = list({path.resolve(): path for path in files}.values())
+    files = list({path.resolve(): path for path in history_files(paths)}.values())
+    by_process: dict[str, list[Part]] = {}
     for path in files:
         part = read_part(path)
         by_process.setdefault(part.process, []).append(part)
-    streams = []
-    running: list[tuple[str, float, tuple[str, ...]]] = []
-    in_flight: dict[str, tuple[float, str]] = {}
-    for process, parts in sorted(by_process.items()):
-        parts.sort(key=lambda p: p.part)
-        numbers = [p.part for p in parts]
-        if numbers != list(range(1, len(parts) + 1)):
-            missing = min(set(range(1, max(numbers) + 1)) - set(numbers))
-            raise CannotJudge(
-                f"process {process}: part {missing} of its history is missing (rotated away, or "
-                "not given); a history is judged from its beginning: give every part, or record "
-                "with a larger keep= or max_bytes="
-            )
-        cut_inside = [p.path for p in parts[:-1] if p.cut]
-        if cut_inside:
-            raise CannotJudge(f"{cut_inside[0]}: its last line is cut, and a later part follows")
-        _hold_to_order(process, [e for p in parts for e in p.events])
-        events = [e for p in parts for e in p.events[1:]]
-        runs = _still_in_their_handler(events)
-        if runs:
-            running.append((process, events[-1]["t"], runs))
-            events.extend(_ended(events))
-        for run, (t, op) in _writes_in_flight(events).items():
-            in_flight.setdefault(run, (t, f"{op} sent by process {process}"))
-        streams.append(_named(events, process) if len(by_process) > 1 else events)
-    merged = list(heapq.merge(*streams, key=lambda e: e["t"]))
+    read = [_process(process, parts) for process, parts in sorted(by_process.items())]
+    several = len(read) > 1
+    merged = list(
+        heapq.merge(
+            *(_named(one.events, one.process) if several else one.events for one in read),
+            key=lambda e: e["t"],
+        )
+    )
     if not merged:
         raise CannotJudge(
             f"{plural(len(files), 'file')} of {', '.join(sorted(by_process))} hold no event after "
             f"{BEGIN}: nothing happened on the host while it recorded, so there is nothing to judge"
         )
-    began = merged[0]["t"] if merged else 0.0
+    began = merged[0]["t"]
     rebased = tuple({**e, "t": round(e["t"] - began, 3)} for e in merged)
     _hold_to_judgeable(rebased)
+    in_flight: dict[str, tuple[float, str]] = {}
+    for one in read:
+        for run, (t, op) in one.in_flight.items():
+            in_flight.setdefault(run, (round(t - began, 3), f"{op} sent by process {one.process}"))
     return History(
         events=rebased,
         processes=tuple(sorted(by_process)),
         began_ms=began,
         cut=tuple(p.path for parts in by_process.values() for p in parts if p.cut),
         files=tuple(files),
-        left_running=tuple((p, round(t - began, 3), runs) for p, t, runs in running),
-        in_flight={run: (round(t - began, 3), what) for run, (t, what) in in_flight.items()},
+        left_running=tuple(
+            (one.process, round(one.events[-1]["t"] - began, 3), one.left_running)
+            for one in read
+            if one.left_running
+        ),
+        in_flight=in_flight,
     )
+
+
+@attrs.frozen
+class _Process:
+    """One process's history, its parts joined: its events (a crash of its drives added where
+    it ended with handlers running), those handlers' runs, and its writes left in flight."""
+
+    process: str
+    events: list[dict[str, Any]]
+    left_running: tuple[str, ...]
+    in_flight: dict[str, tuple[float, str]]
+
+
+def _process(process: str, parts: list[Part]) -> _Process:
+    """One process's parts, held to being whole and in order, and joined."""
+    parts.sort(key=lambda p: p.part)
+    numbers = [p.part for p in parts]
+    if numbers != list(range(1, len(parts) + 1)):
+        missing = min(set(range(1, max(numbers) + 1)) - set(numbers))
+        raise CannotJudge(
+            f"process {process}: part {missing} of its history is missing (rotated away, or "
+            "not given); a history is judged from its beginning: give every part, or record "
+            "with a larger keep= or max_bytes="
+        )
+    cut_inside = [p.path for p in parts[:-1] if p.cut]
+    if cut_inside:
+        raise CannotJudge(f"{cut_inside[0]}: its last line is cut, and a later part follows")
+    _hold_to_order(process, [e for p in parts for e in p.events])
+    events = [e for p in parts for e in p.events[1:]]
+    running = _still_in_their_handler(events)
+    in_flight = _writes_in_flight(events)
+    if running:
+        events.extend(_ended(events))
+    return _Process(process, events, running, in_flight)
 
 
 def _writes_in_flight(events: list[dict[str, Any]]) -> dict[str, tuple[float, str]]:
@@ -254,7 +277,7 @@ def _ended(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     as if it had been): each of its drives ends as a crashed drive does in a world (``fault.crash``,
     marked ``ended``), so the checks judge its passes as stopped there, not as stale passes still
     running when a later pass took their run over."""
-    drives = sorted({str(e["drive"]) for e in events if e["ev"] in ("job.register", "drive.call")})
+    drives = sorted(_drives(events))
     t = events[-1]["t"]
     return [
         {"t": t, "ev": "fault.crash", "drive": drive, "down_ms": 0, "working": [], "ended": True}
@@ -297,8 +320,13 @@ def _named(events: list[dict[str, Any]], process: str) -> Iterator[dict[str, Any
         yield renamed
 
 
+def _drives(events: Iterable[dict[str, Any]]) -> set[str]:
+    """The drives that recorded their own side: what they registered, or a drive call."""
+    return {str(e["drive"]) for e in events if e["ev"] in ("job.register", "drive.call")}
+
+
 def _hold_to_judgeable(events: tuple[dict[str, Any], ...]) -> None:
-    recorded = {e["drive"] for e in events if e["ev"] in ("job.register", "drive.call")}
+    recorded = _drives(events)
     for event in events:
         if event["ev"] == "job.register" and "deadline_ms" in event:
             raise CannotJudge(
