@@ -74,15 +74,21 @@ MAIL = Service(
 SETUP = WorldSetup(scopes=(SCOPE,), lease_ms=5_000, services=(CARD, MAIL))
 
 
-def charged_once(trace: Trace) -> list[UserFinding]:
-    """Every order whose run ended done was charged exactly once, unless its card declined it;
-    no order was charged twice, whatever became of its run."""
+def _charges(trace: Trace) -> dict[str, list[float]]:
+    """When the world's card charged each order: the calls that changed the card's state."""
     sent = {(e["drive"], e["seq"]): e["args"] for e in trace.of("svc.send")}
     charges: dict[str, list[float]] = {}
     for event in trace.of("svc.exec"):
         if event["op"] == "card.charge" and event["effect"]:
             order = sent[(event["drive"], event["seq"])]["order"]
             charges.setdefault(order, []).append(event["t"])
+    return charges
+
+
+def charged_once(trace: Trace) -> list[UserFinding]:
+    """Every order whose run ended done was charged exactly once, unless its card declined it;
+    no order was charged twice, whatever became of its run."""
+    charges = _charges(trace)
     found = [
         UserFinding(f"order {order} was charged {len(times)} times", at_ms=times[1])
         for order, times in charges.items()
@@ -219,11 +225,7 @@ def charged_once_from_the_incident(trace: Trace) -> list[UserFinding]:
         incident_folder() / "card.sqlite3", "charges", "charge, orderid, cents"
     )[0]:
         before[order[1]] = before.get(order[1], 0) + 1
-    sent = {(e["drive"], e["seq"]): e["args"] for e in trace.of("svc.send")}
-    here: dict[str, list[float]] = {}
-    for event in trace.of("svc.exec"):
-        if event["op"] == "card.charge" and event["effect"]:
-            here.setdefault(sent[(event["drive"], event["seq"])]["order"], []).append(event["t"])
+    here = _charges(trace)
     return [
         UserFinding(
             f"order {order} was charged {before.get(order, 0) + len(times)} times: "

@@ -828,9 +828,10 @@ class World:
     async def restore(self, scope_id: str, dump: JobRunDump) -> None:
         """Put an incident's rows in ``scope_id``, replacing what it holds, as a restore does:
         ``dump`` is a scope's export (``JobRunDump.from_json`` of a saved one, or
-        ``scopehost.read_scope_file`` of a data folder's file). Its times move so that its latest
-        is the world's now, so each lease, retry and step stands as it stood then
-        (``sims.world._incident``); a running run resumes, taken over once its lease runs out.
+        ``scopehost.read_scope_file`` of a data folder's file). Its times move so that the
+        moment of the incident (the latest time something happened in it) is the world's now, so
+        each lease and retry keeps what it had left (``sims.world._incident``); a running run
+        resumes, taken over once its lease runs out.
         Written over the host's own link, so the trace (and the oracle) has every row. A world
         restores at its start, before any drive ticks or run starts: a restore later would roll
         back what the world's own passes recorded, and their steps would run again."""
