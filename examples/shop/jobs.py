@@ -10,6 +10,15 @@ real scope host against real HTTP services.
   - ``order_fixed`` names the charge with a key made from the order, which the provider remembers:
     a repeat, from a retry or from another drive that took the run over, is answered with the
     first charge, never charged again. The receipt is keyed the same way.
+- ``order`` in two releases, and the deploy between them (docs/deploys.md): ``order_v1`` keys
+  each service call by the order and the step's name (``_keyed``), so that a repeat of a step (a
+  retry, a takeover) repeats its key and the provider answers it with the first result.
+  - ``order_v2`` renames the charge step ``charge-card`` (a second way to pay is coming) and
+    shows the amount in the receipt. New runs are fine. A run whose pass charged on v1 and then
+    failed (the mailer down) is retried on v2: the ledger holds ``charge``, v2 asks for
+    ``charge-card``, the memo misses, and the card is charged again under the new step's key.
+  - ``order_v2_fixed`` is v2 with the charge step's old name kept: the memo a v1 pass left
+    answers it, and the key stays the one the provider knows.
 - ``month-end``: starts one ``order`` run per customer (``ctx.start_run``), each in a step of its
   own: a start joins only a LIVE run, so a retried pass that started a child again after that
   child had ended would make a second one. The step's memo keeps a retry from starting it again.
@@ -117,21 +126,81 @@ async def month_end(ctx: JobPassContext) -> JobPassResult:
     return JobPassResult(done=True)
 
 
+def _keyed(order: dict[str, Any], step: str) -> str:
+    """The idempotency key of ``step``'s call for ``order``: the same for every repeat of the
+    step, whoever runs it."""
+    return f"{order['order']}/{step}"
+
+
+async def _release(ctx: JobPassContext, charge_step: str, *, amount: bool) -> JobPassResult:
+    """Charge under the step named ``charge_step``, then mail the receipt (with the amount in
+    its subject when ``amount``); each call keyed by the order and its step's name."""
+    order = ctx.payload
+    charged = await ctx.step(charge_step, lambda: _charge(ctx, order, _keyed(order, charge_step)))
+
+    async def receipt() -> None:
+        subject = f"order {order['order']}: " + (
+            f"your card was declined ({charged['declined']})"
+            if "declined" in charged
+            else f"receipt for charge {charged['charge']}"
+        )
+        if amount:
+            subject += f", {order['cents'] / 100:.2f}"
+        await ctx.call_service(
+            "mail",
+            "send",
+            {"to": order["email"], "subject": subject},
+            timeout_ms=MAIL_TIMEOUT_MS,
+            idempotency_key=_keyed(order, "receipt"),
+        )
+
+    await ctx.step("receipt", receipt)
+    return JobPassResult(done=True)
+
+
+async def order_v1(ctx: JobPassContext) -> JobPassResult:
+    """Release 1: the charge step is ``charge``."""
+    return await _release(ctx, "charge", amount=False)
+
+
+async def order_v2(ctx: JobPassContext) -> JobPassResult:
+    """Release 2, THE DEPLOY BUG: the charge step renamed ``charge-card``; a pass of a run that
+    charged on v1 misses the memo and charges again, under a key the provider never saw."""
+    return await _release(ctx, "charge-card", amount=True)
+
+
+async def order_v2_fixed(ctx: JobPassContext) -> JobPassResult:
+    """Release 2 done right: the amount in the receipt, the charge step's name kept."""
+    return await _release(ctx, "charge", amount=True)
+
+
+SERVICES = ("card", "mail")
 ORDER_BUGGY = JobDefinition(
-    MODULE, "order", order_buggy, retry=RETRY, lease_ms=LEASE_MS, services=("card", "mail")
+    MODULE, "order", order_buggy, retry=RETRY, lease_ms=LEASE_MS, services=SERVICES
 )
 ORDER_FIXED = JobDefinition(
-    MODULE, "order", order_fixed, retry=RETRY, lease_ms=LEASE_MS, services=("card", "mail")
+    MODULE, "order", order_fixed, retry=RETRY, lease_ms=LEASE_MS, services=SERVICES
+)
+ORDER_V1, ORDER_V2, ORDER_V2_FIXED = (
+    JobDefinition(MODULE, "order", handler, retry=RETRY, lease_ms=LEASE_MS, services=SERVICES)
+    for handler in (order_v1, order_v2, order_v2_fixed)
 )
 MONTH_END = JobDefinition(MODULE, "month-end", month_end, retry=RETRY, lease_ms=LEASE_MS)
+#: The order job's variants, by the name ``serve.py --variant`` takes.
+ORDERS = {
+    "buggy": ORDER_BUGGY,
+    "fixed": ORDER_FIXED,
+    "v1": ORDER_V1,
+    "v2": ORDER_V2,
+    "v2-fixed": ORDER_V2_FIXED,
+}
 
 
 def shop_jobs(variant: str) -> tuple[JobDefinition, ...]:
-    """The shop's jobs, with the order job's ``variant`` (``buggy`` or ``fixed``)."""
-    orders = {"buggy": ORDER_BUGGY, "fixed": ORDER_FIXED}
-    if variant not in orders:
-        raise ValueError(f"variant {variant!r}: give 'buggy' or 'fixed'")
-    return orders[variant], MONTH_END
+    """The shop's jobs, with the order job's ``variant`` (one of :data:`ORDERS`)."""
+    if variant not in ORDERS:
+        raise ValueError(f"variant {variant!r}: give one of {', '.join(map(repr, ORDERS))}")
+    return ORDERS[variant], MONTH_END
 
 
 def customers(count: int) -> list[dict[str, Any]]:

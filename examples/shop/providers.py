@@ -12,7 +12,8 @@ Each keeps its state in a SQLite file of its own in the data folder, so that the
 what was charged and sent across every start of ``serve``. Faults, as a provider has them: with
 ``drop_rate`` a request is charged (or sent) and then its connection dropped without an answer;
 with ``late_ms`` the answer comes that much later, after the work was done. Both are drawn from a
-seeded random source, so a given seed drops the same requests.
+seeded random source, so a given seed drops the same requests. A provider ``down`` refuses every
+request unrun (``503``), as during an outage.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Provider(http.server.ThreadingHTTPServer):
         drop_rate: float = 0.0,
         late_ms: float = 0.0,
         seed: int = 0,
+        down: bool = False,
     ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.lock = threading.Lock()
@@ -55,7 +57,9 @@ class Provider(http.server.ThreadingHTTPServer):
         self.drop_rate = drop_rate
         self.late_ms = late_ms
         self.random = random.Random(seed)
-        self.faults = {"dropped": 0, "late": 0}
+        self.faults = {"dropped": 0, "late": 0, "refused": 0}
+        #: Down: every request is refused unrun (503), as during an outage.
+        self.down = down
 
     @property
     def url(self) -> str:
@@ -163,6 +167,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
         args = json.loads(self.rfile.read(length) or b"{}")
+        if self.server.down:
+            with self.server.lock:
+                self.server.faults["refused"] += 1
+            self._send(503, json.dumps({"code": "down"}).encode())
+            return
         status, body = self.server.answer(
             self.path.strip("/"), self.headers.get("Idempotency-Key"), args
         )
@@ -174,7 +183,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         if fault == "late":
             time.sleep(self.server.late_ms / 1000.0)
-        content = body.encode()
+        self._send(status, body.encode())
+
+    def _send(self, status: int, content: bytes) -> None:
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

@@ -1,6 +1,6 @@
 """The shop on the real scope host, against real HTTP services: the handlers ``world.py`` explores.
 
-    python -m examples.shop.serve --data DIR --orders N [--variant buggy|fixed]
+    python -m examples.shop.serve --data DIR --orders N [--variant buggy|fixed|v1|v2|v2-fixed]
 
 One SQLite file per scope in ``DIR/scopes`` (the output gate on: a reply leaves once its write is
 synced), two drives (``cron`` and ``alarm``) driving the shop's scope at once, each handing its
@@ -31,7 +31,7 @@ from typing import Any
 import trio
 
 from driver import JobDriver, JobRunFilter, StartJobRunInput
-from examples.shop.jobs import MODULE, customers, shop_jobs
+from examples.shop.jobs import MODULE, ORDERS, customers, shop_jobs
 from examples.shop.providers import LIMIT_CENTS, CardProvider, Mailer
 from scopehost import RecordingJobDriver, ScopeDatabase, ScopeHost, open_scope_host
 from serviceclients import HttpServices
@@ -47,7 +47,19 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m examples.shop.serve", description=__doc__)
     parser.add_argument("--data", required=True, type=Path, help="the data folder (made if new)")
     parser.add_argument("--orders", required=True, type=int, help="customers, one order each")
-    parser.add_argument("--variant", choices=("buggy", "fixed"), default="fixed")
+    parser.add_argument(
+        "--variant",
+        choices=tuple(ORDERS),
+        default="fixed",
+        help="the order job: buggy or fixed, or a release of the deploy example (v1, v2, v2-fixed)",
+    )
+    parser.add_argument(
+        "--mail-down",
+        action="store_true",
+        help="the mailer refuses every request (an outage): each order is charged, its receipt "
+        "step fails and its pass is retried, so the runs stay in flight with the charge in their "
+        "ledger",
+    )
     parser.add_argument("--drop-rate", type=float, default=0.2, help="answers the card drops")
     parser.add_argument("--late-ms", type=float, default=2_500.0, help="how late a late answer is")
     parser.add_argument("--seed", type=int, default=1, help="which answers go wrong")
@@ -93,7 +105,7 @@ async def serve(options: argparse.Namespace) -> int:
     folder: Path = options.data
     (folder / "scopes").mkdir(parents=True, exist_ok=True)
     faults = {"drop_rate": options.drop_rate, "late_ms": options.late_ms, "seed": options.seed}
-    card, mail = CardProvider(folder, **faults), Mailer(folder, **faults)
+    card, mail = CardProvider(folder, **faults), Mailer(folder, **faults, down=options.mail_down)
     card.start()
     mail.start()
     try:
@@ -126,7 +138,8 @@ async def serve(options: argparse.Namespace) -> int:
                             for _ in range(WORKERS):
                                 nursery.start_soon(_drive_until_done, drive, host, options.orders)
                 runs = await _runs(host)
-        charged, mails, faults = card.charges_by_order(), mail.mails(), dict(card.faults)
+        charged, mails = card.charges_by_order(), mail.mails()
+        faults = {**card.faults, "mail_refused": mail.faults["refused"]}
     finally:
         card.close()
         mail.close()
@@ -188,6 +201,11 @@ def _summary(
     print(
         f"  provider: {faults['dropped']} answers dropped after the work, "
         f"{faults['late']} answered late (this start)"
+        + (
+            f"; the mailer refused {refused} requests (down)"
+            if (refused := faults["mail_refused"])
+            else ""
+        )
     )
     good = ended and not twice and not never and not declined_charged
     if good:

@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from driver import JobDefinition, ServiceDeclined
 from scopehost import read_scope_file
 from sims import (
@@ -43,7 +45,16 @@ from sims import (
 # The shop is imported as the package serve.py runs, from the repository's root, whatever folder
 # this world is explored from.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from examples.shop.jobs import MODULE, MONTH_END, ORDER_BUGGY, ORDER_FIXED, customers
+from examples.shop.jobs import (
+    MODULE,
+    MONTH_END,
+    ORDER_BUGGY,
+    ORDER_FIXED,
+    ORDER_V1,
+    ORDER_V2,
+    ORDER_V2_FIXED,
+    customers,
+)
 from examples.shop.providers import LIMIT_CENTS
 
 SCOPE = "shop"
@@ -158,6 +169,36 @@ async def month_end(world: World) -> None:
     world.every("cron", SCOPE, every_ms=500, first_ms=0, until_ms=HORIZON_MS)
     world.every("alarm", SCOPE, every_ms=500, first_ms=250, until_ms=HORIZON_MS)
     await world.settle((SCOPE,), horizon_ms=HORIZON_MS, poll_ms=500)
+
+
+# -- a deploy under running runs ---------------------------------------------------------------
+#
+# The order job's release 1 serves when the world starts; release 2 is the version a deploy (a
+# fault of the plan, docs/deploys.md) puts on the drives, one by one, whenever the search aims it:
+# between two steps of a pass, between a failed pass and its retry, with a pass in flight on v1.
+#
+#     python -m sims explore examples/shop/world.py:deploy
+#
+# finds the double charge of v2's renamed charge step; ``deploy-fixed`` (v2 with the step's old
+# name kept) is clean.
+
+
+@scenario("deploy", setup=attrs.evolve(SETUP, versions={"v2": ORDER_V2}), checks=[charged_once])
+async def deploy(world: World) -> None:
+    """Two orders on release 1 of the order job; release 2 (its charge step renamed) is
+    deployed while they run."""
+    await _orders(world, ORDER_V1)
+
+
+@scenario(
+    "deploy-fixed",
+    setup=attrs.evolve(SETUP, versions={"v2": ORDER_V2_FIXED}),
+    checks=[charged_once],
+)
+async def deploy_fixed(world: World) -> None:
+    """Two orders on release 1; release 2 done right (the charge step's name kept) is deployed
+    while they run."""
+    await _orders(world, ORDER_V1)
 
 
 # -- an incident, restored --------------------------------------------------------------------

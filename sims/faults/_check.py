@@ -26,6 +26,8 @@ from ._plan import (
     CrashAfter,
     CrashDrive,
     DelayLeg,
+    Deploy,
+    DeployAfter,
     DropLeg,
     Evict,
     EvictAfter,
@@ -63,14 +65,20 @@ def check_plan(
     drives: Iterable[str],
     scopes: Iterable[str],
     services: Mapping[str, tuple[str, ...]] | None = None,
+    versions: Iterable[str] = (),
 ) -> None:
     """Refuse ``plan`` with a one-line ``PlanError`` naming its first fault that cannot strike
-    in a world of ``drives``, ``scopes`` and ``services`` (each service's operations, by name)."""
-    drives, scopes = tuple(drives), tuple(scopes)
+    in a world of ``drives``, ``scopes``, ``services`` (each service's operations, by name) and
+    ``versions`` (the names of the versions of its jobs it can deploy)."""
+    drives, scopes, versions = tuple(drives), tuple(scopes), tuple(versions)
     calls = {f"{name}.{op}" for name, ops in (services or {}).items() for op in ops}
     clocks = schedulers = 0
     for fault in plan.faults:
-        problem = _service_problem(fault, services or {}, calls) or _problem(fault, drives, scopes)
+        problem = (
+            _service_problem(fault, services or {}, calls)
+            or _deploy_problem(fault, drives, versions)
+            or _problem(fault, drives, scopes)
+        )
         if isinstance(fault, StoreClockFault):
             clocks += 1
             if clocks > 1 and problem is None:
@@ -107,6 +115,26 @@ def _service_problem(
     return None
 
 
+def _deploy_problem(fault: Fault, drives: tuple[str, ...], versions: tuple[str, ...]) -> str | None:
+    """What keeps a deploy from striking: a version the world does not have, a drive to restart
+    it does not have (or named twice), a negative or endless wait; None for any other fault."""
+    if not isinstance(fault, Deploy | DeployAfter):
+        return None
+    if fault.version not in versions:
+        have = ", ".join(versions) or "none (declare them in WorldSetup(versions=...))"
+        return f"the world has no version {fault.version!r} of its jobs; its versions are {have}"
+    strangers = [drive for drive in fault.drives if drive not in drives]
+    if not isinstance(fault.drives, tuple) or strangers:
+        return (
+            f"drives={fault.drives!r}; give a tuple of the world's drives ({', '.join(drives)}) "
+            "in the order they restart, or () for every drive"
+        )
+    if len(set(fault.drives)) < len(fault.drives):
+        return f"drives={fault.drives!r} names a drive twice; a deploy restarts each drive once"
+    timed = _duration(fault.at_ms, "at_ms") if isinstance(fault, Deploy) else None
+    return timed or _duration(fault.every_ms, "every_ms") or _duration(fault.down_ms, "down_ms")
+
+
 def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> str | None:
     drive_faults = (
         DelayLeg
@@ -117,13 +145,14 @@ def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> 
         | HoldLeg
         | CrashAfter
         | EvictAfter
+        | DeployAfter
     )
     if isinstance(fault, drive_faults) and fault.drive not in drives:
         return (
             f"the world has no drive {fault.drive!r}; its drives are {', '.join(drives)} "
             "(a world declares its drives in WorldSetup(drives=...))"
         )
-    wire_faults = DelayLeg | DropLeg | LateRequest | HoldLeg | CrashAfter | EvictAfter
+    wire_faults = DelayLeg | DropLeg | LateRequest | HoldLeg | CrashAfter | EvictAfter | DeployAfter
     if (
         isinstance(fault, wire_faults)
         and fault.operation not in DRIVE_OPERATIONS
@@ -137,7 +166,15 @@ def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> 
     if isinstance(fault, DelayLeg | DropLeg | HoldLeg) and fault.leg not in LEGS:
         return f"a call has no leg {fault.leg!r}; its legs are request and reply"
     if isinstance(
-        fault, DelayLeg | DropLeg | LateRequest | PauseDrive | HoldLeg | CrashAfter | EvictAfter
+        fault,
+        DelayLeg
+        | DropLeg
+        | LateRequest
+        | PauseDrive
+        | HoldLeg
+        | CrashAfter
+        | EvictAfter
+        | DeployAfter,
     ):
         problem = _whole(fault.nth, "nth")
         if problem is not None:

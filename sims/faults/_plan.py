@@ -187,6 +187,39 @@ class UpstreamFailure:
     what: UpstreamKind = "any"
 
 
+@attrs.frozen(kw_only=True)
+class Deploy:
+    """Deploy the world's ``version`` of its jobs (``WorldSetup.versions``) at ``at_ms``, as a
+    rolling deploy does: the ``drives`` restart on it one by one (by default every drive, in the
+    world's order), ``every_ms`` apart, each killed where it stands (a pass in flight is cut, as a
+    process stopped for a deploy is) and back ``down_ms`` later running the new code. Between two
+    restarts, passes on both versions run side by side."""
+
+    version: str
+    at_ms: float
+    drives: tuple[str, ...] = ()
+    every_ms: float = 0.0
+    down_ms: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class DeployAfter:
+    """Deploy ``version`` right after ``drive``'s ``nth`` ``operation`` call ran, before its reply
+    reaches the drive: the ``drives`` restart on the new code one by one, ``every_ms`` apart (by
+    default ``drive`` first, where the call left it, then the others in the world's order). After
+    a ``record_step``, the deploy lands between two steps of a pass; after a ``patch`` (a failed
+    pass's outcome), between that pass and its retry; with ``drive`` restarted last, while its
+    pass goes on on the old version."""
+
+    version: str
+    drive: str
+    operation: str
+    nth: int
+    drives: tuple[str, ...] = ()
+    every_ms: float = 0.0
+    down_ms: float = 0.0
+
+
 Fault: TypeAlias = (
     DelayLeg
     | DropLeg
@@ -201,6 +234,8 @@ Fault: TypeAlias = (
     | StoreClockFault
     | UpstreamFailure
     | ServiceOutage
+    | Deploy
+    | DeployAfter
 )
 FAULT_KINDS: tuple[type, ...] = (
     DelayLeg,
@@ -216,7 +251,12 @@ FAULT_KINDS: tuple[type, ...] = (
     EvictAfter,
     PctSchedule,
     ServiceOutage,
+    Deploy,
+    DeployAfter,
 )
+#: The faults that change the code a world's drives run: drawn and aimed only in a world that
+#: declares versions of its jobs (``WorldSetup.versions``).
+DEPLOY_KINDS: tuple[type, ...] = (Deploy, DeployAfter)
 #: What :func:`draw_plan` draws from when given no ``kinds``: the timed and leg faults it has
 #: always drawn, so a seed's plan stays the plan it was. The event faults and the PCT scheduler
 #: are drawn when named (the ``random`` world and the search name them).
@@ -278,12 +318,20 @@ def _hold_up_ms(fault: Fault) -> float:
         return fault.ms
     if isinstance(fault, CrashDrive | CrashAfter):
         return fault.down_ms
+    if isinstance(fault, Deploy | DeployAfter):
+        # Each drive down in turn, the next one ``every_ms`` after: a world of few drives.
+        restarts = len(fault.drives) or _ASSUMED_DRIVES
+        return restarts * fault.down_ms + (restarts - 1) * fault.every_ms
     if isinstance(fault, ServiceOutage):
         return fault.to_ms - fault.from_ms
     if isinstance(fault, StoreClockFault):
         return abs(fault.skew_ms)
     return 0.0
 
+
+#: How many drives a deploy that names none is taken to restart, for its hold-up: more than a
+#: world usually has (the built-in ones have two or three).
+_ASSUMED_DRIVES = 4
 
 #: The plan of a world where nothing goes wrong.
 NO_FAULTS = FaultPlan()
@@ -316,6 +364,7 @@ def draw_plan(
     horizon_ms: float,
     kinds: tuple[type, ...] | None = None,
     services: Mapping[str, Sequence[str]] | None = None,
+    versions: Sequence[str] = (),
 ) -> FaultPlan:
     """A swarm draw: a random subset of ``kinds`` (by default :data:`DRAWN_BY_DEFAULT`, the
     timed and leg faults), then one to three faults of each. Narrow ``kinds`` to those the world
@@ -326,8 +375,12 @@ def draw_plan(
     lets the draw strike the job's outside world: a leg fault, a late request, a held leg or a
     crash after a call may name a ``SERVICE.OPERATION`` call (never an eviction after one: a
     service call runs in no scope), and :class:`ServiceOutage` is drawn too (by default, or when
-    ``kinds`` names it). Without ``services`` a seed draws exactly the plan it always drew."""
-    pool = _pool(kinds, services)
+    ``kinds`` names it). Without ``services`` a seed draws exactly the plan it always drew.
+
+    ``versions`` (the names of ``WorldSetup.versions``) lets the draw deploy one of them
+    (:class:`Deploy` and :class:`DeployAfter`, by default or when ``kinds`` names them); a world
+    without versions never draws a deploy, whatever ``kinds`` says: it has nothing to deploy."""
+    pool = _pool(kinds, services, versions)
     # Each kind in the pool is on with even odds, so a world sees few kinds at a time.
     enabled = [kind for kind in pool if rng.random() < 0.5]
     delays = boundary_delays(lease_ms, margin_ms)
@@ -422,6 +475,8 @@ def draw_plan(
             elif kind is PctSchedule:
                 faults.append(PctSchedule(seed=rng.randrange(2**16), depth=rng.randint(2, 4)))
                 break  # one scheduler
+            elif kind in DEPLOY_KINDS:
+                faults.append(_deploy(rng, kind, versions, drive, calls, lease_ms, horizon_ms))
             elif kind is UpstreamFailure:
                 what: UpstreamKind = rng.choice(UPSTREAM_KINDS)
                 first = rng.randint(1, 6 if what == "page" else 20)
@@ -430,19 +485,46 @@ def draw_plan(
 
 
 def _pool(
-    kinds: tuple[type, ...] | None, services: Mapping[str, Sequence[str]] | None
+    kinds: tuple[type, ...] | None,
+    services: Mapping[str, Sequence[str]] | None,
+    versions: Sequence[str] = (),
 ) -> tuple[type, ...]:
     """The kinds a draw may switch on: ``kinds``, or the default ones (with the outage when the
-    world has services)."""
+    world has services, the deploys when it has versions); never a deploy without a version."""
     if kinds is None:
-        return (*DRAWN_BY_DEFAULT, ServiceOutage) if services else DRAWN_BY_DEFAULT
+        pool = (*DRAWN_BY_DEFAULT, ServiceOutage) if services else DRAWN_BY_DEFAULT
+        return (*pool, *DEPLOY_KINDS) if versions else pool
     pool = tuple(kinds)
     strangers = [kind for kind in pool if kind not in FAULT_KINDS]
     if strangers or not pool:
         raise ValueError(
             f"kinds={kinds!r}; give one or more of {', '.join(k.__name__ for k in FAULT_KINDS)}"
         )
-    return pool
+    return pool if versions else tuple(kind for kind in pool if kind not in DEPLOY_KINDS)
+
+
+def _deploy(
+    rng: random.Random,
+    kind: type,
+    versions: Sequence[str],
+    drive: str,
+    calls: tuple[str, ...],
+    lease_ms: int,
+    horizon_ms: float,
+) -> Fault:
+    """A deploy of one of ``versions``: at a moment of the world's first half, or right after a
+    call of ``drive`` (a step recorded, a failed pass's outcome, a pass begun, or any call); the
+    drives restart at once or a lease or three apart."""
+    version = rng.choice(list(versions))
+    every = rng.choice((0.0, float(lease_ms), lease_ms * 3.0))
+    if kind is Deploy:
+        return Deploy(
+            version=version, at_ms=round(rng.uniform(0, horizon_ms / 2), 1), every_ms=every
+        )
+    operation = rng.choice(("record_step", "patch", "begin", *calls))
+    return DeployAfter(
+        version=version, drive=drive, operation=operation, nth=rng.randint(1, 4), every_ms=every
+    )
 
 
 def _service_calls(services: Mapping[str, Sequence[str]] | None) -> tuple[str, ...]:
@@ -486,7 +568,8 @@ def _is_signed_number(node: ast.UnaryOp) -> bool:
 
 
 def plan_from_text(text: str) -> FaultPlan:
-    """A fault plan from its repr (what a sweep or a shrinker prints), read safely: only the fault
+    """A fault plan from its repr (what a sweep or a shrinker prints), or a tuple of faults, or
+    one fault alone, read safely: only the fault
     classes, keywords, numbers (with at most one minus sign), strings and tuples are allowed,
     nothing is executed. Text too deeply nested to parse (thousands of signs or calls) is refused
     as a ``ValueError``, as any other text that is no plan is."""
@@ -554,6 +637,9 @@ def plan_from_text(text: str) -> FaultPlan:
     value = eval(compile(tree, "<plan>", "eval"), {"__builtins__": {}}, names)
     if isinstance(value, tuple):
         value = FaultPlan(value)
+    elif isinstance(value, FAULT_KINDS):
+        one: Fault = value  # type: ignore[assignment]  # FAULT_KINDS holds the Fault classes
+        value = FaultPlan((one,))  # one fault, written alone: the plan of it
     if not isinstance(value, FaultPlan):
         raise ValueError(f"plan {shown} is a {type(value).__name__}, not a FaultPlan")
     return value

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import trio
 
-from driver import JobRun
+from driver import JobDefinition, JobRun
 from scopehost import (
     DatabaseFactory,
     ModuleOperation,
@@ -105,6 +105,45 @@ def _check_allowance(setup: object, attribute: object, cpu_s: object) -> None:
         )
 
 
+def _versions(versions: object) -> dict[str, tuple[JobDefinition, ...]]:
+    """``WorldSetup(versions=...)`` as a dict of each version's job definitions, refused with
+    the remedy when it is anything else."""
+    shape = (
+        "give a dict of each version's name to the JobDefinition (or tuple of them) it deploys, "
+        "as {'v2': ORDER_V2}"
+    )
+    if not isinstance(versions, Mapping):
+        raise ValueError(f"WorldSetup(versions={versions!r}); {shape}")
+    found: dict[str, tuple[JobDefinition, ...]] = {}
+    for name, jobs in versions.items():
+        listed = (jobs,) if isinstance(jobs, JobDefinition) else jobs
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"WorldSetup(versions=...) names a version {name!r}; {shape}")
+        if (
+            not isinstance(listed, tuple | list)
+            or not listed
+            or not all(isinstance(job, JobDefinition) for job in listed)
+        ):
+            raise ValueError(f"WorldSetup(versions=...)[{name!r}] is {jobs!r}; {shape}")
+        found[name] = tuple(listed)
+    return found
+
+
+def _check_version_services(setup: WorldSetup, attribute: object, versions: object) -> None:
+    """A version whose job calls a service the world does not declare could never run its
+    calls: refused where the setup is written, as ``World.register`` refuses such a job."""
+    declared = {service.name for service in setup.services}
+    for name, jobs in setup.versions.items():
+        for job in jobs:
+            missing = [service for service in job.services if service not in declared]
+            if missing:
+                raise ValueError(
+                    f"WorldSetup(versions=...)[{name!r}]: job {job.module_id}/{job.job} calls "
+                    f"{', '.join(missing)}, which this world does not declare; declare them in "
+                    "WorldSetup(services=(Service(...),))"
+                )
+
+
 #: The CPU a world may use by default (docs/simulating-your-jobs.md, "A handler that never
 #: awaits"): far more than any built-in world takes (the largest, well under a second of CPU).
 DEFAULT_CPU_ALLOWANCE_S = 60.0
@@ -150,6 +189,13 @@ class WorldSetup:
     cpu_allowance_s: float | None = attrs.field(
         default=DEFAULT_CPU_ALLOWANCE_S, validator=_check_allowance
     )
+    #: Later versions of the world's jobs, by name: the code a :class:`Deploy` (or
+    #: :class:`DeployAfter`) fault of the plan puts on the drives, each version a
+    #: ``JobDefinition`` or a tuple of them replacing the jobs of the same module and name
+    #: (docs/deploys.md). The scenario registers the version the world starts on.
+    versions: Mapping[str, tuple[JobDefinition, ...]] = attrs.field(
+        factory=dict, converter=_versions, validator=_check_version_services
+    )
 
     def check_plan(self, plan: FaultPlan | None = None) -> None:
         """Refuse ``plan`` (None: this world's own) with a one-line ``PlanError`` when a fault of
@@ -159,6 +205,7 @@ class WorldSetup:
             drives=self.drives,
             scopes=self.scopes,
             services=service_operations(self.services),
+            versions=self.versions,
         )
 
 
@@ -288,6 +335,7 @@ async def _hosted(
                 record_returns=setup.record_returns,
                 services=setup.services,
                 stretch_ms=stretch_ms,
+                versions=setup.versions,
             )
             world.schedule_faults()
             token = CURRENT_WORLD.set(world)

@@ -27,6 +27,8 @@ from ..faults._plan import (
     CrashAfter,
     CrashDrive,
     DelayLeg,
+    Deploy,
+    DeployAfter,
     DropLeg,
     Evict,
     EvictAfter,
@@ -174,6 +176,35 @@ def event_faults(shape: WorldShape) -> st.SearchStrategy[Fault]:
     return st.one_of(*faults)
 
 
+def deploy_faults(shape: WorldShape) -> st.SearchStrategy[Fault]:
+    """A deploy of one of the world's versions: right after a call (a step recorded, a failed
+    pass's outcome, a pass begun, a service call), or at a moment inside passes; the drives
+    restart at once or a lease or three apart, the struck drive first or last."""
+    version = st.sampled_from(shape.versions)
+    every = st.sampled_from((0.0, float(shape.lease_ms), shape.lease_ms * 3.0))
+    calls = [(d, op, n) for d, op, n in shape.calls if op in ("record_step", "patch", "begin")]
+    calls += [(d, "patch", 1) for d in shape.drives]  # after a failed pass, where one fails
+    calls += [(c.drive, c.operation, c.nth) for c in shape.service_calls]
+
+    def after(version: str, call: tuple[str, str, int], every: float, last: bool) -> Fault:
+        drive, op, nth = call
+        others = tuple(other for other in shape.drives if other != drive)
+        order = (*others, drive) if last and others else ()
+        return DeployAfter(
+            version=version, drive=drive, operation=op, nth=nth, drives=order, every_ms=every
+        )
+
+    return st.one_of(
+        st.builds(after, version, st.sampled_from(calls), every, st.booleans()),
+        st.builds(
+            lambda version, at, every: Deploy(version=version, at_ms=at, every_ms=every),
+            version,
+            st.sampled_from(shape.crash_times()),
+            every,
+        ),
+    )
+
+
 def leg_faults(shape: WorldShape) -> st.SearchStrategy[Fault]:
     delays = st.sampled_from(shape.window_delays())
     legs = st.sampled_from(("request", "reply"))
@@ -244,7 +275,9 @@ def aimed_plans(
     legs, crashes and evictions after a call), ``"legs"`` (those and late or dropped legs) or
     ``"all"``."""
     services = bool(shape.service_calls)
-    parts = [event_faults(shape)]
+    # A world with versions of its jobs is there to test its deploys: they come first.
+    parts = [deploy_faults(shape)] if shape.versions else []
+    parts.append(event_faults(shape))
     if services:
         parts.append(service_event_faults(shape))
     if kinds in ("legs", "all"):

@@ -7,6 +7,9 @@ landed twice, a BEGIN with no handler), the takeovers, stale passes and admissio
 the kinds of fault that fired, the oracle's probes and the user's ``sometimes`` marks. The search
 counts them, steers towards the rare ones, and reports them.
 
+A world with versions of its jobs has the windows of a deploy: a pass of one version over the
+steps another ran, and the old code serving after a deploy began.
+
 A world with services has windows of its own (a call that timed out, a reply that came after its
 caller gave up, a request that ran after it, a refusal), and the report says how many service
 calls the faults struck. A held leg released by its time limit is counted apart: its event never
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import attrs
 
@@ -55,6 +59,14 @@ _DECLINED = "a request the service declined (an answer)"
 #: worlds called a service.
 SERVICE_WINDOWS = (*_SERVICE_EVENTS.values(), _REFUSED, _DECLINED)
 
+#: The windows of a deploy (a world with versions of its jobs): a pass of one version over the
+#: steps a pass of another ran since the run's last commit (a memo it must carry), and a pass of
+#: the old code after the deploy began (two versions serving at once).
+_ACROSS = "a pass over the steps another version ran"
+_OLD_AFTER = "a pass on the old version after a deploy began"
+#: Named only for a search whose worlds had versions.
+DEPLOY_WINDOWS = (_ACROSS, _OLD_AFTER)
+
 #: The fault events that strike one service call (a crash names the call it struck after).
 _STRIKES = ("fault.delay", "fault.drop", "fault.hold", "fault.late", "fault.crash")
 
@@ -92,6 +104,9 @@ def features_of(simulation: Simulation) -> frozenset[str]:
             found.add(f"window:{_REFUSED}")
         if any(event.get("declined") for event in executed):
             found.add(f"window:{_DECLINED}")
+    if simulation.outcome.setup.versions:
+        found.add("versions")
+        found.update(f"window:{name}" for name in _deploy_windows(trace.events))
     fired = set(simulation.outcome.setup.plan.faults) - set(simulation.outcome.unfired)
     found.update(f"fault:{type(fault).__name__}" for fault in fired)
     found.update(f"probe:{name}" for name, _ in report.probes)
@@ -100,6 +115,31 @@ def features_of(simulation: Simulation) -> frozenset[str]:
         if held:
             found.add(f"mark:{name}")
     return frozenset(found)
+
+
+def _deploy_windows(events: list[dict[str, Any]]) -> set[str]:
+    """The deploy windows a world entered: each drive's version follows its restarts
+    (``fault.deploy``); a run's steps since its last commit remember the versions that ran
+    them."""
+    version: dict[str, str] = {}
+    ran: dict[str, set[str]] = {}
+    entered: set[str] = set()
+    deployed = False
+    for event in events:
+        kind = event["ev"]
+        if kind == "fault.deploy":
+            version[str(event["drive"])], deployed = str(event["version"]), True
+        elif kind == "step.run":
+            ran.setdefault(str(event["run"]), set()).add(version.get(str(event["drive"]), ""))
+        elif kind == "pass.outcome" and event["written"] and event["status"] != "failed":
+            ran.pop(str(event["run"]), None)
+        elif kind == "handler.invoke":
+            mine = version.get(str(event["drive"]), "")
+            if ran.get(str(event["run"]), set()) - {mine}:
+                entered.add(_ACROSS)
+            if deployed and not mine:
+                entered.add(_OLD_AFTER)
+    return entered
 
 
 def struck_service_calls(simulation: Simulation) -> Counter[str]:
@@ -167,6 +207,8 @@ class Coverage:
         windows = self.of("window:")
         # The outside world's windows are named only where the worlds called a service.
         named = (*WINDOWS, *SERVICE_WINDOWS) if self.counts["services"] else WINDOWS
+        if self.counts["versions"]:
+            named = (*named, *DEPLOY_WINDOWS)
         entered = [f"{windows[w]} × {w}" for w in named if w in windows]
         missed = [w for w in named if w not in windows]
         yield "  windows entered: " + ("; ".join(entered) if entered else "none")

@@ -88,7 +88,13 @@ from ._executor import (
 from ._findings import Finding, forget, not_remembered, recall, remember
 from ._shape import CallsMade, WorldShape, shape_of, world_shape
 from ._shrink import shrink_in_batches
-from ._stages import answer_in_doubt_then_down, guided_pairs, second_faults, single_plans
+from ._stages import (
+    answer_in_doubt_then_down,
+    deploy_plans,
+    guided_pairs,
+    second_faults,
+    single_plans,
+)
 
 __all__ = [
     "Exploration",
@@ -392,17 +398,31 @@ def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> Sea
             return outcome
         searching.forget(remembered)
     shape = shape_of(clean)
-    singles = single_plans(shape, max(1, (searching.max_worlds - searching.worlds) // 2))
+    # A world with versions of its jobs is there to test its deploys: those come first, with at
+    # most a quarter of the budget.
+    deploys = deploy_plans(shape, max(1, (searching.max_worlds - searching.worlds) // 4))
+    singles = single_plans(
+        shape, max(1, (searching.max_worlds - searching.worlds - len(deploys)) // 2)
+    )
     # The coordinated faults at a service take at most a quarter of what is left after them.
     doubted = answer_in_doubt_then_down(
         shape, max(1, (searching.max_worlds - searching.worlds - len(singles)) // 4)
     )
-    stages: list[tuple[str, Callable[[], _Outcome]]] = [
+    stages: list[tuple[str, Callable[[], _Outcome]]] = []
+    if deploys:
+        stages.append(
+            (
+                f"deploys of {', '.join(shape.versions)} at the job's windows "
+                f"({len(deploys)} plans)",
+                lambda: searching.first_failing(deploys),
+            )
+        )
+    stages.append(
         (
             f"single faults ({len(singles)} plans)",
             lambda: searching.first_failing(singles, remember=True),
         )
-    ]
+    )
     if doubted:  # a world with services
         stages.append(
             (

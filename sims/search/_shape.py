@@ -135,6 +135,8 @@ class WorldShape:
     services: tuple[ServiceShape, ...] = ()
     #: Every service call each drive made in the clean run, in the order they were sent.
     service_calls: tuple[ServiceCall, ...] = ()
+    #: The versions of the world's jobs a deploy can put on its drives (``WorldSetup.versions``).
+    versions: tuple[str, ...] = ()
 
     def calls_of(self, drive: str) -> dict[str, int]:
         return {op: n for d, op, n in self.calls if d == drive}
@@ -274,6 +276,7 @@ def shape_of(simulation: Simulation) -> WorldShape:
         events=len(trace.events),
         services=tuple(ServiceShape.of(service) for service in setup.services),
         service_calls=made.services,
+        versions=tuple(setup.versions),
     )
 
 

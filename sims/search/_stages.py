@@ -3,6 +3,9 @@ that lists or yields the plans it wants tried, numbered as docs/search.md number
 them runs a world: the search runs their plans, in this process or on many workers, and feeds back
 what each world reached.
 
+1b. :func:`deploy_plans`, in a world with versions of its jobs: a deploy aimed at each of the
+   job's own windows (between two steps of a pass, between a failed pass and its retry, with a
+   pass in flight on the old version);
 2. :func:`single_plans`: every single fault that strikes at an event of the world, the job's
    outside world first, and each drive kept away for a while;
 3. :func:`answer_in_doubt_then_down`: two faults that work together at a service: one call's
@@ -30,6 +33,8 @@ from ..faults._plan import (
     CrashAfter,
     CrashDrive,
     DelayLeg,
+    Deploy,
+    DeployAfter,
     DropLeg,
     EvictAfter,
     Fault,
@@ -60,6 +65,59 @@ def single_plans(shape: WorldShape, share: int) -> list[FaultPlan]:
     outside = _spread([*_service_call_plans(shape), *_outage_plans(shape)], share - len(away))
     inside = _spread(list(_single_event_plans(shape)), share - len(outside) - len(away))
     return outside + inside + away
+
+
+def deploy_plans(shape: WorldShape, share: int) -> list[FaultPlan]:
+    """Stage 1b, in a world with versions of its jobs, at most ``share`` plans: each version
+    deployed at each of the job's windows (:func:`_deploy_windows`), in that order, so the
+    simplest window that shows a bug is the one found."""
+    plans = [
+        FaultPlan(faults)
+        for version in shape.versions
+        for faults in _deploy_windows(shape, version)
+    ]
+    return _spread(plans, share)
+
+
+def _deploy_windows(shape: WorldShape, version: str) -> Iterator[tuple[Fault, ...]]:
+    """Where a deploy of ``version`` meets a run of the old code: right after each step a pass
+    recorded (the next pass, on the new code, reads the old one's memo); after each service
+    call's answer was lost and the pass failed, before its retry; right after each service call
+    ran, its step not yet recorded; after each pass began, the other drives first, so that pass
+    goes on on the old version while the new one serves; and a rolling deploy a lease apart at
+    the first moments passes run."""
+    made = shape.calls
+    away = 3.0 * shape.lease_ms
+    patches = {drive: n for drive, op, n in made if op == "patch"}
+    for drive, op, count in made:
+        if op == "record_step":
+            for nth in range(1, count + 1):
+                yield (DeployAfter(version=version, drive=drive, operation=op, nth=nth),)
+    for call in shape.service_calls:
+        nth = patches.get(call.drive, 0) + 1
+        lost = DropLeg(drive=call.drive, operation=call.operation, nth=call.nth, leg="reply")
+        yield lost, DeployAfter(version=version, drive=call.drive, operation="patch", nth=nth)
+    for call in shape.service_calls:
+        yield (
+            DeployAfter(version=version, drive=call.drive, operation=call.operation, nth=call.nth),
+        )
+    for drive, op, count in made:
+        others = tuple(other for other in shape.drives if other != drive)
+        if op != "begin" or not others:
+            continue
+        for nth in range(1, count + 1):
+            yield (
+                DeployAfter(
+                    version=version,
+                    drive=drive,
+                    operation=op,
+                    nth=nth,
+                    drives=(*others, drive),
+                    every_ms=away,
+                ),
+            )
+    for at in shape.crash_times()[:4]:
+        yield (Deploy(version=version, at_ms=at, every_ms=float(shape.lease_ms)),)
 
 
 def _kept_away(shape: WorldShape) -> list[FaultPlan]:
@@ -293,6 +351,12 @@ def _aimed_at(shape: WorldShape, change: _Moved, *, made: CallsMade) -> Iterator
             for nth in range(1, n + 1)
         ]
         services = [call for call in made.services if call.drive not in change.away]
+    # A pass the first fault failed, and a deploy before its retry: the retry runs new code
+    # over the failed pass's ledger.
+    for version in shape.versions:
+        for drive, op, nth in scope:
+            if op == "patch":
+                yield DeployAfter(version=version, drive=drive, operation=op, nth=nth)
     # Killed right after the call and kept away too: the rest of the run is another drive's.
     away = _kept_away_ms(shape)
     for call in services:

@@ -137,6 +137,16 @@ def _after(e: dict[str, Any], whose: str) -> str:
     return f" right after {whose} {called} ran {where}, before its reply left"
 
 
+def _deploying(e: dict[str, Any]) -> str:
+    """A rolling deploy begins: which drives restart, in what order, how far apart."""
+    apart = f", {ms(e['every_ms'])} ms apart" if e["every_ms"] and len(e["drives"]) > 1 else ""
+    return (
+        f"fault: the deploy of version {e['version']} begins{_after(e, 'its')}: "
+        f"{', '.join(e['drives']) or 'no drive'} restart{'s' if len(e['drives']) == 1 else ''} "
+        f"on it, in that order{apart}"
+    )
+
+
 def _late(e: dict[str, Any]) -> str:
     given_up = f"fault: the caller gives up on {_call(e)}; the wire "
     service = is_service_op(e["op"])
@@ -229,7 +239,16 @@ _TELLERS: dict[str, Teller] = {
         f"{plural(len(e['faults']), 'fault')} of the plan never fired: {'; '.join(e['faults'])}"
     ),
     "fault.pause": lambda e: f"fault: stops for {ms(e['ms'])} ms ({e['where']} {e['nth']})",
-    "fault.crash": lambda e: f"fault: killed{_after(e, 'its')}; back in {ms(e['down_ms'])} ms",
+    "fault.crash": lambda e: (
+        f"stops for the deploy of {e['deploy']}; back in {ms(e['down_ms'])} ms"
+        if "deploy" in e
+        else f"fault: killed{_after(e, 'its')}; back in {ms(e['down_ms'])} ms"
+    ),
+    "fault.deploying": _deploying,
+    "fault.deploy": lambda e: (
+        f"restarts on version {e['version']} of the jobs (it ran "
+        f"{e['was'] or 'the scenario' + chr(39) + 's own'})"
+    ),
     "fault.hold": _hold,
     "fault.release": _release,
     "drive.report": _given_up,

@@ -57,6 +57,8 @@ from ..faults._plan import (
     CrashAfter,
     CrashDrive,
     DelayLeg,
+    Deploy,
+    DeployAfter,
     DropLeg,
     Evict,
     EvictAfter,
@@ -116,26 +118,15 @@ class SimDrive:
         )
         # A monotonic clock has an arbitrary origin; a different one per drive makes sure the
         # kernel never compares it with anything but itself.
-        origin = 1_000_000.0 * (index + 1)
-        virtual_s = world.host.network.now
-        # Recording: the oracle learns what each handler asked, from the handler's side.
-        self.driver: JobDriver = WorldJobDriver(
-            world.host,
-            record=world.trace.record,
-            record_returns=world.record_returns,
-            name=spec.name,
-            link=self.link,
-            now=lambda: iso_from_ms(DEFAULT_EPOCH_MS + spec.clock_skew_ms + virtual_s() * 1000.0),
-            # Read to the microsecond, as the trace spells its times: a wait the oracle reads
-            # from two whole-millisecond trace times is then exactly the wait the drive measured.
-            monotonic=lambda: origin + round(virtual_s() * 1000.0, 3),
-            rng=world.rng(f"drive:{spec.name}"),
-            observer=world.trace.record,
-            log=_DRIVE_LOG,
-            # A handler's service calls go to the world's services, as a real drive's go to its
-            # real clients: the same ``ctx.call_service`` in both.
-            services=world.services,
-        )
+        self._origin = 1_000_000.0 * (index + 1)
+        #: The version of the world's jobs this drive runs: "" for the scenario's own, else the
+        #: name of the ``WorldSetup.versions`` entry a deploy restarted it on.
+        self.version = ""
+        self.restarts = 0
+        self.driver: JobDriver = self._new_driver(f"drive:{spec.name}")
+        #: The retry policy and lease of the built-in walk on this drive (``add_drive``'s).
+        self.walk_retry: RetryPolicy | None = None
+        self.walk_lease_ms = world.lease_ms
         self._calls: Counter[str] = Counter()
         self._call_index: dict[int, int] = {}
         # The plan's wire faults of this drive, by (operation, leg, nth): looked up once per
@@ -160,12 +151,15 @@ class SimDrive:
         }
         # Legs held until another drive does something, by (operation, leg, nth).
         self._holds: dict[tuple[str, str, int], list[HoldLeg]] = {}
-        # Crashes and evictions right after a call ran, by (operation, nth).
-        self._after: dict[tuple[str, int], list[CrashAfter | EvictAfter]] = {}
+        # Crashes, evictions and deploys right after a call ran, by (operation, nth).
+        self._after: dict[tuple[str, int], list[CrashAfter | EvictAfter | DeployAfter]] = {}
         for fault in world.plan.faults:
             if isinstance(fault, HoldLeg) and fault.drive == spec.name:
                 self._holds.setdefault((fault.operation, fault.leg, fault.nth), []).append(fault)
-            elif isinstance(fault, CrashAfter | EvictAfter) and fault.drive == spec.name:
+            elif (
+                isinstance(fault, CrashAfter | EvictAfter | DeployAfter)
+                and fault.drive == spec.name
+            ):
                 self._after.setdefault((fault.operation, fault.nth), []).append(fault)
         self._reached: Counter[str] = Counter()
         #: The cancel scope of every tick in progress: a drive ticking several scopes at once
@@ -178,6 +172,30 @@ class SimDrive:
         # A leg with nothing planned for it is carried without waking this drive (``wants``).
         self.link.add_request_hook(self._on_request, wants=self._request_wanted)
         self.link.add_reply_hook(self._on_reply, wants=self._reply_wanted)
+
+    def _new_driver(self, stream: str) -> JobDriver:
+        """The drive's kernel as a process starts it: nothing registered yet, its ids and
+        jitter drawn from the random ``stream``."""
+        world, spec, origin = self.world, self.spec, self._origin
+        virtual_s = world.host.network.now
+        # Recording: the oracle learns what each handler asked, from the handler's side.
+        return WorldJobDriver(
+            world.host,
+            record=world.trace.record,
+            record_returns=world.record_returns,
+            name=spec.name,
+            link=self.link,
+            now=lambda: iso_from_ms(DEFAULT_EPOCH_MS + spec.clock_skew_ms + virtual_s() * 1000.0),
+            # Read to the microsecond, as the trace spells its times: a wait the oracle reads
+            # from two whole-millisecond trace times is then exactly the wait the drive measured.
+            monotonic=lambda: origin + round(virtual_s() * 1000.0, 3),
+            rng=world.rng(stream),
+            observer=world.trace.record,
+            log=_DRIVE_LOG,
+            # A handler's service calls go to the world's services, as a real drive's go to its
+            # real clients: the same ``ctx.call_service`` in both.
+            services=world.services,
+        )
 
     # -- faults on the wire ---------------------------------------------------------------------
 
@@ -233,11 +251,16 @@ class SimDrive:
         finally:
             self._call_index.pop(call.seq, None)
 
-    def _strike_after(self, fault: CrashAfter | EvictAfter, call: LinkCall, nth: int) -> None:
+    def _strike_after(
+        self, fault: CrashAfter | EvictAfter | DeployAfter, call: LinkCall, nth: int
+    ) -> None:
         """The call has run in the scope and its reply has not left: strike now."""
         self.world.fired.add(fault)
         after = {"after": call.operation, "seq": call.seq, "nth": nth}
-        if isinstance(fault, EvictAfter):
+        if isinstance(fault, DeployAfter):
+            # The first restart happens here, before the reply can reach the drive.
+            self.world.deploy(fault, after={"drive": self.name, **after})
+        elif isinstance(fault, EvictAfter):
             live = self.world.host.evict(call.scope_id)
             self.world.trace.record(
                 "fault.evict", {"scope": call.scope_id, "live": live, "drive": self.name, **after}
@@ -292,6 +315,21 @@ class SimDrive:
                     "fault.pause", {"drive": self.name, "where": where, "nth": nth, "ms": fault.ms}
                 )
                 await self.world.host.sleep_ms(fault.ms)
+
+    def restart_on(self, version: str, down_ms: float) -> None:
+        """Stop the drive for a deploy and start it again on ``version`` of the world's jobs:
+        killed where it stands, as :meth:`crash` kills, and back ``down_ms`` later as a new
+        process, its kernel built afresh with the version's handlers registered."""
+        self.world.trace.record(
+            "fault.deploy",
+            {"drive": self.name, "version": version, "was": self.version or None},
+        )
+        self.crash(down_ms, after={"deploy": version})
+        self.version = version
+        self.restarts += 1
+        # A stream of its own per start: a new process draws new ids, never the first one's.
+        self.driver = self._new_driver(f"drive:{self.name}@{version}#{self.restarts}")
+        self.world.register_on(self)
 
     def crash(self, down_ms: float, *, after: dict[str, Any] | None = None) -> None:
         """Kill whatever the drive is doing, as a process kill would; it restarts later.
@@ -375,8 +413,11 @@ class World:
         record_returns: bool = False,
         services: tuple[Service, ...] = (),
         stretch_ms: float = 0.0,
+        versions: Mapping[str, tuple[JobDefinition, ...]] | None = None,
     ) -> None:
         self.seed = seed
+        #: Later versions of the world's jobs, by name: what a deploy restarts drives on.
+        self.versions = dict(versions or {})
         #: Whether the drives trace what each ``step()`` handed back (``hx.got``, format 4).
         self.record_returns = record_returns
         self.host = host
@@ -597,17 +638,69 @@ class World:
                 "what a fault plan is checked against"
             )
         drive = SimDrive(self, spec, index=len(self.drives))
+        drive.walk_retry = retry
+        drive.walk_lease_ms = lease_ms if lease_ms is not None else self.lease_ms
         self.drives[spec.name] = drive
+        self.register_on(drive)
+        return drive
+
+    def register_on(self, drive: SimDrive) -> None:
+        """Register on ``drive``'s kernel the walk and every job of the version it runs: the
+        scenario's own jobs, each replaced by the version's job of the same module and name."""
         drive.driver.register_job(
             WALK_MODULE,
             WALK_JOB,
-            self.tracked(spec.name, partial(self._walk, drive)),
-            retry=retry,
-            lease_ms=lease_ms if lease_ms is not None else self.lease_ms,
+            self.tracked(drive.name, partial(self._walk, drive)),
+            retry=drive.walk_retry,
+            lease_ms=drive.walk_lease_ms,
         )
-        for job in self.jobs.values():
+        for job in self.jobs_of(drive.version).values():
             job.register(drive)
-        return drive
+
+    def jobs_of(self, version: str) -> dict[tuple[str, str], _UserJob]:
+        """The jobs a drive on ``version`` runs ("" for the scenario's own)."""
+        jobs = dict(self.jobs)
+        for definition in self.versions.get(version, ()):
+            jobs[(definition.module_id, definition.job)] = _UserJob.of(definition, self.lease_ms)
+        return jobs
+
+    def deploy(self, fault: Deploy | DeployAfter, *, after: dict[str, Any] | None = None) -> None:
+        """A rolling deploy of ``fault.version`` begins: the first drive restarts on it now, the
+        others one by one, ``fault.every_ms`` apart (``_rolling``)."""
+        self.fired.add(fault)
+        order = self._deploy_order(fault)
+        self.trace.record(
+            "fault.deploying",
+            {
+                "version": fault.version,
+                "drives": order,
+                "every_ms": fault.every_ms,
+                **(after or {}),
+            },
+        )
+        if fault.every_ms == 0:
+            for name in order:
+                self.drives[name].restart_on(fault.version, fault.down_ms)
+        elif order:
+            self.drives[order[0]].restart_on(fault.version, fault.down_ms)
+            self.nursery.start_soon(self._rolling, fault, order[1:])
+
+    def _deploy_order(self, fault: Deploy | DeployAfter) -> list[str]:
+        """The drives a deploy restarts, in order: those it names, or every drive of the world
+        (the one a :class:`DeployAfter` struck after first)."""
+        if fault.drives:
+            return [name for name in fault.drives if name in self.drives]
+        first = [fault.drive] if isinstance(fault, DeployAfter) else []
+        return [*first, *(name for name in self.drives if name not in first)]
+
+    async def _rolling(self, fault: Deploy | DeployAfter, rest: list[str]) -> None:
+        for name in rest:
+            await self.host.sleep_ms(fault.every_ms)
+            self.drives[name].restart_on(fault.version, fault.down_ms)
+
+    async def _deploy_at(self, fault: Deploy) -> None:
+        await self.sleep_until_ms(fault.at_ms)
+        self.deploy(fault)
 
     def scope(self, scope_id: str) -> str:
         """``scope_id``, if this world declared it; a clear error otherwise."""
@@ -644,7 +737,9 @@ class World:
         )
         self.jobs[key] = user_job
         for drive in self.drives.values():
-            user_job.register(drive)
+            # A drive a deploy restarted already runs its version's job of this name.
+            if key not in {(d.module_id, d.job) for d in self.versions.get(drive.version, ())}:
+                user_job.register(drive)
 
     def register(self, definition: JobDefinition) -> None:
         """Register a job as its definition says, the same value a real drive takes
@@ -770,6 +865,8 @@ class World:
                 self.nursery.start_soon(self._evict_at, fault)
             elif isinstance(fault, CrashDrive):
                 self.nursery.start_soon(self._crash_at, fault)
+            elif isinstance(fault, Deploy):
+                self.nursery.start_soon(self._deploy_at, fault)
 
     async def _evict_at(self, fault: Evict) -> None:
         await self.sleep_until_ms(fault.at_ms)
@@ -923,6 +1020,17 @@ class _UserJob:
     handler: JobHandler
     retry: RetryPolicy | None
     lease_ms: int
+
+    @classmethod
+    def of(cls, definition: JobDefinition, lease_ms: int) -> _UserJob:
+        """The job ``definition`` describes (``lease_ms``: the world's, when it names none)."""
+        return cls(
+            module_id=definition.module_id,
+            job=definition.job,
+            handler=definition.handler,
+            retry=definition.retry,
+            lease_ms=definition.lease_ms if definition.lease_ms is not None else lease_ms,
+        )
 
     def register(self, drive: SimDrive) -> None:
         drive.driver.register_job(
