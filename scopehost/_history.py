@@ -30,8 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-#: The trace format a recorded history is written in (docs/trace-format.md).
-RECORDED_FORMAT: Final = 5
+import orjson
+
+#: The format a recorded history is written in: the trace format (5), where a reply's outcome
+#: may be left out as its execution's (``"as_exec": true``, docs/trace-format.md).
+RECORDED_FORMAT: Final = 6
 #: A part's size past which the next part is begun, by default.
 DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
 #: How many parts of a process's history are kept, by default.
@@ -41,8 +44,29 @@ DEFAULT_KEEP: Final = 8
 READS: Final = frozenset({"due_keys", "list", "export_dump", "items"})
 
 
-#: One encoder for every line (``json.dumps`` with options builds a new one per call).
-_encode: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+#: The encoder for a line orjson refuses (an int past 64 bits, a key that is not a str, a lone
+#: surrogate): the standard library's, every character past ASCII escaped, so any str is written.
+_encode_any: Final = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _line(entry: dict[str, Any]) -> bytes:
+    """``entry`` as one line of JSON. orjson writes the same JSON as the standard library's
+    encoder (a float may be spelled differently, as ``1e16``, and reads back the same), about five
+    times as fast: recording encodes every event of the host (docs/decisions.md)."""
+    try:
+        return orjson.dumps(entry, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        return (_encode_any(entry) + "\n").encode("ascii")
+
+
+_NOTHING: Final = object()
+#: How many executed calls wait for their reply at most (one per call in flight, in practice).
+_EXECUTED_KEPT: Final = 10_000
+
+
+def _outcome(fields: dict[str, Any]) -> Any:
+    """What a leg event says the call answered: its result, or its error."""
+    return fields.get("result", fields.get("error", _NOTHING))
 
 
 class HistoryRecorder:
@@ -87,7 +111,8 @@ class HistoryRecorder:
         self._fd = -1
         self._written = 0
         #: Lines not yet written, in order.
-        self._pending: list[str] = []
+        self._pending: list[bytes] = []
+        self._executed: dict[tuple[str, int], Any] = {}
         self.closed = False
         try:
             self._begin_part()
@@ -110,14 +135,30 @@ class HistoryRecorder:
             return  # a reply still settling as the host closes: nothing left to write it to
         t = max(self._last_t, round(self._clock() * 1000.0, 3))
         self._last_t = t
-        self._add({"t": t, "ev": event, **fields})
+        self._add({"t": t, "ev": event, **self._shortened(event, fields)})
         if event == "rpc.send" and fields.get("op") not in READS:
             self.flush()  # the call may change the store: its line is on file before it can
         if self._written >= self._max_bytes:
             self._begin_part()
 
+    def _shortened(self, event: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """``fields``, with a reply's outcome left out when it is the one its execution wrote
+        (``"as_exec": true`` instead): a real host's wire delivers what the scope answered, and
+        the answer of a due list or an export is most of a history's bytes. ``check`` puts it
+        back as it reads (docs/trace-format.md)."""
+        if event == "rpc.exec":
+            if len(self._executed) >= _EXECUTED_KEPT:
+                self._executed.clear()  # replies that never came: theirs are written whole
+            self._executed[(fields["link"], fields["seq"])] = _outcome(fields)
+        elif event in ("rpc.deliver", "rpc.drop"):
+            ran = self._executed.pop((fields["link"], fields["seq"]), _NOTHING)
+            if event == "rpc.deliver" and ran is _outcome(fields) and ran is not _NOTHING:
+                fields = {k: v for k, v in fields.items() if k not in ("result", "error")}
+                fields["as_exec"] = True
+        return fields
+
     def _add(self, entry: dict[str, Any]) -> None:
-        line = _encode(entry) + "\n"
+        line = _line(entry)
         self._pending.append(line)
         self._written += len(line)
 
@@ -125,7 +166,7 @@ class HistoryRecorder:
         """Write every line gathered, in order, with one write."""
         if not self._pending:
             return
-        data = "".join(self._pending).encode("utf-8")
+        data = b"".join(self._pending)
         self._pending.clear()
         view = memoryview(data)
         while view:

@@ -105,11 +105,21 @@ def _what_was_read(history: History) -> list[str]:
             "the checks judge them so"
         )
     shared = history.shared_scopes
-    if shared:
+    one_machine = [scope for scope, hosts in shared.items() if len(hosts) == 1]
+    if one_machine:
         lines.append(
-            f"  scopes called by more than one process ({', '.join(shared)}): judged in the "
-            "order of the processes' wall clocks, right as far as those clocks agree"
+            f"  scopes called by more than one process ({', '.join(one_machine)}): each by "
+            "processes of one machine, merged by the one clock they share: exact"
         )
+    for scope, hosts in shared.items():
+        if len(hosts) > 1:
+            lines.append(
+                f"  scope {scope} was called by processes of {len(hosts)} hosts "
+                f"({', '.join(hosts)}): a scope's file is shared only on one machine (its log's "
+                "index is shared memory), so these are containers of one machine, merged by its "
+                "clock, or different stores of one name, judged as one: give the histories of "
+                "one deployment"
+            )
     return lines
 
 

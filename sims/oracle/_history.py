@@ -33,8 +33,11 @@ from ._report import CheckReport, Finding
 
 #: The first event of every part of a recorded history.
 BEGIN: Final = "record.begin"
-#: The trace format recorded histories are written in, and the only one ``check`` reads.
-FORMAT: Final = 5
+#: The formats of recorded histories ``check`` reads: 5, the trace format itself, and 6, which
+#: leaves a reply's outcome out where it is its execution's (``"as_exec": true``).
+FORMATS: Final = (5, 6)
+#: The newest, what a recorder writes now.
+FORMAT: Final = FORMATS[-1]
 #: The scope operations only a drive sends: one on a link whose drive recorded nothing of its
 #: own side means a drive was built as a plain ``JobDriver`` on a recording host.
 _DRIVE_OPERATIONS: Final = frozenset({"due_keys", "claim", "begin", "commit_pass", "begin_step"})
@@ -91,16 +94,21 @@ class History:
     in_flight: dict[str, tuple[float, str]] = attrs.field(factory=dict)
 
     @property
-    def shared_scopes(self) -> tuple[str, ...]:
-        """The scopes more than one process called: what the merged order is trusted for."""
+    def shared_scopes(self) -> dict[str, tuple[str, ...]]:
+        """The scopes more than one process called, each with the hosts of those processes:
+        what the merged order is trusted for (docs/recording.md, "Clocks")."""
         if len(self.processes) < 2:
-            return ()
+            return {}
         callers: dict[str, set[str]] = {}
         for event in self.events:
             if event["ev"] == "rpc.exec":
                 process = str(event["link"]).rpartition("@")[2]
                 callers.setdefault(str(event["scope"]), set()).add(process)
-        return tuple(sorted(s for s, found in callers.items() if len(found) > 1))
+        return {
+            scope: tuple(sorted({process.rpartition(":")[0] for process in found}))
+            for scope, found in sorted(callers.items())
+            if len(found) > 1
+        }
 
 
 #: Findings set aside, by run: the run, why, and the findings.
@@ -158,11 +166,12 @@ def read_part(path: Path) -> Part:
             "recorded on a real host (a world's trace is judged by `python -m sims replay`)"
         )
     process, part = head.get("process"), head.get("part")
-    if head.get("format") != FORMAT or not isinstance(process, str) or type(part) is not int:
+    if head.get("format") not in FORMATS or not isinstance(process, str) or type(part) is not int:
         raise CannotJudge(
             f"{path}: its {BEGIN} line says format {head.get('format')!r}, process {process!r}, "
-            f"part {part!r}; this check reads what a recorder of format {FORMAT} writes (format "
-            f"{FORMAT}, the process as HOST:PID, the part as 1, 2, ...)"
+            f"part {part!r}; this check reads what a recorder of format "
+            f"{' or '.join(map(str, FORMATS))} writes (the format, the process as HOST:PID, the "
+            "part as 1, 2, ...)"
         )
     return Part(path, process, part, tuple(events), cut)
 
@@ -245,12 +254,34 @@ def _process(process: str, parts: list[Part]) -> _Process:
     if cut_inside:
         raise CannotJudge(f"{cut_inside[0]}: its last line is cut, and a later part follows")
     _hold_to_order(process, [e for p in parts for e in p.events])
-    events = [e for p in parts for e in p.events[1:]]
+    events = _outcomes_put_back(process, [e for p in parts for e in p.events[1:]])
     running = _still_in_their_handler(events)
     in_flight = _writes_in_flight(events)
     if running:
         events.extend(_ended(events))
     return _Process(process, events, running, in_flight)
+
+
+def _outcomes_put_back(process: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each reply the recorder wrote ``as_exec`` (format 6) with the outcome of its execution,
+    as a world's trace spells it."""
+    executed: dict[tuple[Any, Any], dict[str, Any]] = {}
+    whole = []
+    for event in events:
+        if event["ev"] == "rpc.exec":
+            executed[(event.get("link"), event.get("seq"))] = event
+        elif event["ev"] == "rpc.deliver" and event.get("as_exec"):
+            ran = executed.get((event.get("link"), event.get("seq")))
+            if ran is None:
+                raise CannotJudge(
+                    f"process {process}: the reply to call {event.get('seq')} of "
+                    f"{event.get('link')} is written as its execution's, and no execution of it "
+                    "is in the history: not what a recorder writes"
+                )
+            outcome = {key: ran[key] for key in ("result", "error") if key in ran}
+            event = {k: v for k, v in event.items() if k != "as_exec"} | outcome
+        whole.append(event)
+    return whole
 
 
 def _writes_in_flight(events: list[dict[str, Any]]) -> dict[str, tuple[float, str]]:

@@ -31,7 +31,7 @@ def test_each_event_is_a_line_with_its_wall_clock_time_after_a_header(tmp_path: 
     header, *events = lines(path)
     assert header == {
         "ev": "record.begin",
-        "format": 5,
+        "format": 6,
         "part": 1,
         "process": f"{os.uname().nodename}:{os.getpid()}",
         "t": 1_000_000.0,
@@ -41,6 +41,42 @@ def test_each_event_is_a_line_with_its_wall_clock_time_after_a_header(tmp_path: 
         # Never back in time within a file: a clock stepped back repeats the last time.
         {"t": 1_000_500.0, "ev": "begin.ok", "drive": "cron", "run": "r1"},
     ]
+
+
+def test_a_reply_that_delivers_what_ran_is_written_without_it(tmp_path: Path) -> None:
+    recorder = HistoryRecorder(tmp_path)
+    rows = [{"id": "r1", "status": "running"}]
+    call = {"link": "cron", "seq": 7, "scope": "s", "op": "due_keys"}
+    recorder("rpc.exec", {**call, "store_at": "x", "result": rows})
+    recorder("rpc.deliver", {**call, "store_at": "x", "result": rows})
+    # Another answer than the one that ran (a world's wire can change it) is written whole.
+    recorder("rpc.exec", {**call, "seq": 8, "store_at": "x", "result": rows})
+    recorder("rpc.deliver", {**call, "seq": 8, "store_at": "x", "result": list(rows)})
+    recorder.close()
+    _, ran, delivered, ran_again, delivered_whole = lines(recorder.path)
+    assert ran["result"] == rows
+    assert delivered == {
+        "t": delivered["t"],
+        "ev": "rpc.deliver",
+        **call,
+        "store_at": "x",
+        "as_exec": True,
+    }
+    assert ran_again["result"] == delivered_whole["result"] == rows
+    assert "as_exec" not in delivered_whole
+
+
+def test_what_orjson_cannot_write_is_written_by_the_standard_encoder(tmp_path: Path) -> None:
+    recorder = HistoryRecorder(tmp_path)
+    recorder("world.note", {"big": 2**70, "text": "caf\u00e9 \ud800"})
+    recorder("world.note", {"text": "caf\u00e9"})
+    recorder.close()
+    _, big, plain = lines(recorder.path)
+    assert big["big"] == 2**70
+    assert big["text"] == "caf\u00e9 \ud800"
+    assert plain["text"] == "caf\u00e9"
+    # orjson's own line keeps the text as UTF-8, as the standard encoder with ensure_ascii=False.
+    assert "café".encode() in recorder.path.read_bytes()
 
 
 def test_parts_rotate_and_only_the_newest_are_kept(tmp_path: Path) -> None:

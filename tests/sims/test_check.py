@@ -123,7 +123,33 @@ def test_the_histories_of_two_processes_are_merged_and_their_drives_told_apart(
     code, out = check(tmp_path / "history", capsys=capsys)
     assert code == 0, out
     assert out.startswith("check: 2 files of 2 processes, ")
-    assert "scopes called by more than one process (s): judged in the order" in out
+    assert (
+        "scopes called by more than one process (s): each by processes of one machine, merged "
+        "by the one clock they share: exact" in out
+    )
+    # Two processes of different hosts on one scope: containers of one machine, or two stores
+    # of one name (a scope's file is shared only on one machine); said, with the remedy.
+    second = sorted((tmp_path / "history").glob("history-*.jsonl"))[1]
+    head, rest = second.read_text().split("\n", 1)
+    moved = json.loads(head)
+    moved["process"] = "elsewhere:" + moved["process"].rpartition(":")[2]
+    second.write_text(json.dumps(moved) + "\n" + rest)
+    code, out = check(tmp_path / "history", capsys=capsys)
+    assert code == 0, out
+    assert "scope s was called by processes of 2 hosts (elsewhere, " in out
+    assert "give the histories of one deployment" in out
+
+
+def test_a_reply_written_as_its_execution_without_one_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (path,) = record(tmp_path).glob("history-*.jsonl")
+    lines = path.read_text().splitlines()
+    executions = [n for n, line in enumerate(lines) if '"ev":"rpc.exec"' in line]
+    assert any('"as_exec":true' in line for line in lines)  # the recorder left outcomes out
+    path.write_text("\n".join(line for n, line in enumerate(lines) if n not in executions) + "\n")
+    message = cannot_judge(capsys, path)
+    assert " is written as its execution's, and no execution of it is in the history" in message
 
 
 def test_a_cut_last_line_is_left_out_and_named(
@@ -254,8 +280,8 @@ def test_a_line_that_is_not_an_event_is_named_with_its_file(
     path.write_text('{"t": 0, "ev": "record.begin"}\n')
     assert cannot_judge(capsys, path) == (
         f"{path}: its record.begin line says format None, process None, part None; this check "
-        "reads what a recorder of format 5 writes (format 5, the process as HOST:PID, the part "
-        "as 1, 2, ...)"
+        "reads what a recorder of format 5 or 6 writes (the format, the process as HOST:PID, "
+        "the part as 1, 2, ...)"
     )
 
 
