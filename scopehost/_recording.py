@@ -338,7 +338,17 @@ class RecordingJobDriver(JobDriver):
             "drive.call",
             {"drive": self.name, "scope": scope_id, "max_passes": max_passes, "limit": limit},
         )
-        report = await super().run_due_jobs(scope_id, max_passes=max_passes, limit=limit)
+        try:
+            report = await super().run_due_jobs(scope_id, max_passes=max_passes, limit=limit)
+        except Exception as err:
+            # The call is over all the same (its due read refused, say): a reader of the history
+            # knows the drive's calls never overlapped only if each one's end is written.
+            if self._record_reports:
+                self._record(
+                    "drive.failed",
+                    {"drive": self.name, "scope": scope_id, "error": type(err).__name__},
+                )
+            raise
         if self._record_reports:
             self._record(
                 "drive.report", {"drive": self.name, "scope": scope_id, "report": describe(report)}

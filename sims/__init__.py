@@ -31,6 +31,7 @@ from driver import (
 
 from ._seeds import parse_seeds
 from ._trace import Trace
+from .deploys import DeployFinding, DeployInputError, DeployVerdict, RunVerdict, check_deploy
 from .faults._plan import (
     NO_FAULTS,
     CrashAfter,
@@ -116,6 +117,9 @@ __all__ = [
     "DelayLeg",
     "Deploy",
     "DeployAfter",
+    "DeployFinding",
+    "DeployInputError",
+    "DeployVerdict",
     "DriveKilled",
     "DriveSpec",
     "DropLeg",
@@ -137,6 +141,7 @@ __all__ = [
     "PauseDrive",
     "PctSchedule",
     "RetryPolicy",
+    "RunVerdict",
     "Scenario",
     "ScenarioRef",
     "SearchReport",
@@ -169,6 +174,7 @@ __all__ = [
     "at_most_once",
     "call_service",
     "carries_the_ledger",
+    "check_deploy",
     "check_trace",
     "check_worlds",
     "describe_failure",

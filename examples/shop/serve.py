@@ -3,12 +3,12 @@
     python -m examples.shop.serve --data DIR --orders N [--variant buggy|fixed|v1|v2|v2-fixed]
 
 One SQLite file per scope in ``DIR/scopes`` (the output gate on: a reply leaves once its write is
-synced), two drives (``cron`` and ``alarm``) driving the shop's scope at once, each handing its
-handlers' service calls to ``serviceclients.HttpServices``, and a card provider and a mailer
-started on localhost (``providers.py``), their state in ``DIR`` too. It starts the month-end run,
-which fans out one order run per customer, drives until every run has ended, and prints a
-summary. Exit 0 when every run ended and every order was charged exactly once (a declined one
-never); 1 otherwise.
+synced), eight drives (``cron-1`` to ``cron-4`` and ``alarm-1`` to ``alarm-4``) driving the shop's
+scope at once, each handing its handlers' service calls to ``serviceclients.HttpServices``, and a
+card provider and a mailer started on localhost (``providers.py``), their state in ``DIR`` too. It
+starts the month-end run, which fans out one order run per customer, drives until every run has
+ended, and prints a summary. Exit 0 when every run ended and every order was charged exactly once (a
+declined one never); 1 otherwise.
 
 The provider drops the answer of a share of its requests after doing the work (``--drop-rate``,
 0.2 by default) and answers another share late (``--late-ms``, past the client's timeout), as
@@ -124,7 +124,14 @@ async def serve(options: argparse.Namespace) -> int:
         ):
             # A recording host's drives record their side too (what each handler asked).
             drive_class = JobDriver if options.record is None else RecordingJobDriver
-            drives = [drive_class(host, name=n, services=services) for n in ("cron", "alarm")]
+            # Each of the two processes' worth of drives works on several runs at once (a pass
+            # waiting on a slow provider holds up no other): a drive per worker, each making one
+            # call at a time, as a cron's or an alarm's invocation does; claims keep them apart.
+            drives = [
+                drive_class(host, name=f"{name}-{worker}", services=services)
+                for name in ("cron", "alarm")
+                for worker in range(1, WORKERS + 1)
+            ]
             for drive in drives:
                 for job in shop_jobs(options.variant):
                     drive.register(job)
@@ -133,10 +140,7 @@ async def serve(options: argparse.Namespace) -> int:
                 with trio.move_on_after(options.deadline_s):
                     async with trio.open_nursery() as nursery:
                         for drive in drives:
-                            # A drive works on several runs at once (a pass waiting on a slow
-                            # provider holds up no other); claims keep them apart.
-                            for _ in range(WORKERS):
-                                nursery.start_soon(_drive_until_done, drive, host, options.orders)
+                            nursery.start_soon(_drive_until_done, drive, host, options.orders)
                 runs = await _runs(host)
         charged, mails = card.charges_by_order(), mail.mails()
         faults = {**card.faults, "mail_refused": mail.faults["refused"]}

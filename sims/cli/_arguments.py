@@ -16,6 +16,7 @@ from ..faults._plan import FAULT_KINDS, FaultPlan, plan_from_text
 from ..mutants._catalog import MUTANTS
 from ..runners._sweep import SHOWN_SEEDS
 from ..search._explore import DEFAULT_SECONDS, DEFAULT_WORLDS
+from ._before_deploy import add_before_deploy_command
 from ._check import add_check_command
 from ._conformance import add_conformance_command
 from ._findings import add_findings_command
@@ -265,6 +266,7 @@ _ADDERS: list[Callable[[Any], None]] = [
     add_conformance_command,
     add_findings_command,
     add_check_command,
+    add_before_deploy_command,
 ]
 
 

@@ -21,7 +21,7 @@ from ..oracle._history import (
     judge_history,
     read_history,
 )
-from ..oracle._report import SPEC_CHECKS, CheckReport, Finding, short
+from ..oracle._report import MODEL_CHECKS, SPEC_CHECKS, CheckReport, Finding, short
 
 
 def add_check_command(commands: Any) -> None:
@@ -51,7 +51,7 @@ def check_command(arguments: argparse.Namespace) -> int:
         return 2
     verdict = judge_history(history)
     report = verdict.report
-    for line in _lines(history, report, verdict.set_aside):
+    for line in _lines(history, report, verdict.set_aside, verdict.models_skipped):
         print(
             textwrap.fill(
                 line,
@@ -68,8 +68,9 @@ def _lines(
     history: History,
     report: CheckReport,
     set_aside: tuple[tuple[str, str, tuple[Finding, ...]], ...],
+    models_skipped: str | None,
 ) -> list[str]:
-    lines = [*_what_was_read(history), "", "checks:", *_checks(report)]
+    lines = [*_what_was_read(history), "", "checks:", *_checks(report, models_skipped)]
     if report.findings:
         lines.extend(("", "findings:"))
         lines.extend(f"  {finding.line()}" for finding in report.findings)
@@ -123,14 +124,15 @@ def _what_was_read(history: History) -> list[str]:
     return lines
 
 
-def _checks(report: CheckReport) -> list[str]:
+def _checks(report: CheckReport, models_skipped: str | None) -> list[str]:
     """Each of the spec's checks that applies: violated, explained, or among those that held;
-    then the ones a recorded history cannot feed, with why."""
+    then the ones a recorded history cannot feed, with why: never a check that did not run
+    among those that held."""
     violated = report.violations_of()
     explained = {f.check for f in report.explained}
     lines, held = [], []
     for check in SPEC_CHECKS:
-        if check in SKIPPED:
+        if check in SKIPPED or (models_skipped is not None and check in MODEL_CHECKS):
             continue
         if violated[check]:
             lines.append(f"  {check}: VIOLATED ({plural(violated[check], 'violation')})")
@@ -142,6 +144,17 @@ def _checks(report: CheckReport) -> list[str]:
     for check in sorted(c for c in violated if c not in SPEC_CHECKS):
         lines.append(f"  {check}: FOUND ({plural(violated[check], 'finding')})")
     lines.extend(f"  skipped {skipped}: {why}" for skipped, why in SKIPPED.items())
+    if models_skipped is not None:
+        lines.append(
+            f"  skipped the oracle's models of the store and the kernel ({len(MODEL_CHECKS)} "
+            f"checks: {', '.join(sorted(MODEL_CHECKS))}): {models_skipped}"
+        )
+    else:
+        reached = sum(count for _, count in report.probes)
+        lines.append(
+            "  the oracle's models of the store and the kernel followed the history "
+            f"({plural(reached, 'probe')} reached)"
+        )
     return lines
 
 

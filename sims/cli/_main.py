@@ -61,6 +61,7 @@ from ._arguments import (
     checked_positive,
     glue_seeds,
 )
+from ._before_deploy import before_deploy_command
 from ._check import check_command
 from ._conformance import conformance_command
 from ._findings import findings_command
@@ -664,4 +665,5 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "conformance": conformance_command,
     "findings": findings_command,
     "check": check_command,
+    "before-deploy": before_deploy_command,
 }

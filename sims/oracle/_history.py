@@ -123,6 +123,9 @@ class HistoryVerdict:
     #: Findings the oracle could not be right about, and why, by run: a run whose beginning the
     #: history never saw, or the findings on a run from a write left in flight by a process's end.
     set_aside: SetAside
+    #: Why the oracle's models of the store and the kernel did not run on this history (the
+    #: invariant checks did), or None: they ran (:func:`models_unfit`).
+    models_skipped: str | None = None
 
 
 def history_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -388,9 +391,14 @@ def judge_history(history: History) -> HistoryVerdict:
     write, for the second) is set aside and named with why, never reported as the spec's
     violation, and never counted as held."""
     checker = TraceChecker()
-    checker.feed(history.events)
+    begun = runs_begun(history.events)
+    unfit = models_unfit(history, begun)
+    # The history's beginning, as the oracle reads a world's, turns the store's and the kernel's
+    # models on (the recorder's own record.begin lines are each file's, not the merge's): only on
+    # a history they can follow, or they would blame the spec for what they cannot know.
+    opening = [] if unfit else [{"t": 0.0, "ev": BEGIN, "format": FORMAT}]
+    checker.feed([*opening, *history.events])
     report = checker.report(settles=False)
-    begun = _runs_begun(history.events)
     why: dict[str, tuple[float, str]] = {}
     for finding in report.findings:
         run = finding.run
@@ -415,14 +423,70 @@ def judge_history(history: History) -> HistoryVerdict:
     }
     aside = {run: found for run, found in aside.items() if found}
     if not aside:
-        return HistoryVerdict(report, ())
+        return HistoryVerdict(report, (), unfit)
     return HistoryVerdict(
         _without(report, checker, aside),
         tuple((run, why[run][1], found) for run, found in sorted(aside.items())),
+        unfit,
     )
 
 
-def _runs_begun(events: tuple[dict[str, Any], ...]) -> set[str]:
+def models_unfit(history: History, begun: set[str]) -> str | None:
+    """Why the oracle's models cannot follow ``history``, or None. They model a scope from its
+    first row and a drive one call at a time, as a world makes them: a run whose beginning the
+    history lacks, a write whose outcome it lacks (the store may have run it), and a drive whose
+    calls overlapped (several tasks driving one ``JobDriver``) would each make them predict what
+    did not happen."""
+    unknown = sorted(_run_ids(history.events) - begun)
+    if unknown:
+        return (
+            f"{plural(len(unknown), 'run')} began before the history ({', '.join(unknown[:3])}"
+            f"{', …' if len(unknown) > 3 else ''}): the models know a run from its start"
+        )
+    if history.in_flight:
+        run, (t, what) = min(history.in_flight.items(), key=lambda item: item[1][0])
+        return (
+            f"{what} at {ms(t)} ms (run {run}) had no recorded outcome, and the store may have "
+            "run it: the models would go on as if it had not"
+        )
+    overlapping = _overlapping_calls(history.events)
+    if overlapping:
+        drive, most = overlapping
+        return (
+            f"drive {drive} made up to {most} calls at once (several tasks driving one "
+            "JobDriver): the models follow one call of a drive at a time, as a world makes them"
+        )
+    return None
+
+
+def _run_ids(events: tuple[dict[str, Any], ...]) -> set[str]:
+    """Every run id a store's answer named: the runs the history touched."""
+    ids: set[str] = set()
+    for event in events:
+        if event["ev"] != "rpc.exec":
+            continue
+        result = event.get("result")
+        rows = result if isinstance(result, list) else [result]
+        ids.update(str(row["id"]) for row in rows if isinstance(row, dict) and "id" in row)
+    return ids
+
+
+def _overlapping_calls(events: tuple[dict[str, Any], ...]) -> tuple[str, int] | None:
+    """The first drive that had more than one call open at once, and the most it had."""
+    open_calls: dict[str, int] = {}
+    most: dict[str, int] = {}
+    for event in events:
+        drive = str(event.get("drive"))
+        if event["ev"] == "drive.call":
+            open_calls[drive] = open_calls.get(drive, 0) + 1
+            most[drive] = max(most.get(drive, 0), open_calls[drive])
+        elif event["ev"] in ("drive.report", "drive.failed"):
+            open_calls[drive] = max(0, open_calls.get(drive, 0) - 1)
+    over = [(drive, n) for drive, n in most.items() if n > 1]
+    return over[0] if over else None
+
+
+def runs_begun(events: tuple[dict[str, Any], ...]) -> set[str]:
     """The runs whose beginning the history holds: made by a start, or copied in by an import,
     that it recorded."""
     begun: set[str] = set()

@@ -139,6 +139,30 @@ SPEC_CHECKS: tuple[str, ...] = (
 )
 
 
+#: The checks only the oracle's executable models make (the store's answers, the kernel's
+#: drives, passes and starts): what a trace the models cannot follow leaves unchecked.
+MODEL_CHECKS: frozenset[str] = frozenset(
+    (
+        *(check for check in SPEC_CHECKS if check.startswith("store-")),
+        "fresh-owner",
+        "drive-selection",
+        "drive-passes",
+        "lease-ms",
+        "begin-admission",
+        "takeover-exhausted",
+        "step-boundary",
+        "step-memo",
+        "step-record",
+        "pass-outcome",
+        "drive-report",
+        "payload-refused",
+        "start-row",
+        "join-returns-live",
+        "join-subject",
+    )
+)
+
+
 @attrs.frozen
 class Mistake:
     """A mistake in how a user's world is written, which the simulator finds in any world: whose

@@ -20,7 +20,7 @@ import reprlib
 import sys
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from types import CodeType, FrameType
+from types import CodeType, FrameType, ModuleType
 from typing import Any
 
 import attrs
@@ -377,7 +377,7 @@ def load_file(path: str | Path) -> dict[str, Scenario]:
         raise ValueError(f"no file {shown}")
     # A private module name per file, so two files with one stem do not collide; the file's
     # folder goes on the path so that it can import its neighbours.
-    module_name = "sims_world_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    module_name = _module_name(key)
     spec = importlib.util.spec_from_file_location(module_name, resolved)
     if spec is None or spec.loader is None:
         raise ValueError(f"{shown} cannot be loaded as Python; name a .py file")
@@ -396,6 +396,28 @@ def load_file(path: str | Path) -> dict[str, Scenario]:
         _SHA256.pop(key, None)
         raise WorldFileError(shown, error) from error
     return _FILES.setdefault(key, {})
+
+
+def _module_name(key: str) -> str:
+    """The private name a user's file (by its resolved path) is loaded as."""
+    return "sims_world_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def file_module(path: str | Path) -> ModuleType:
+    """The module a user's Python file runs as, loaded as :func:`load_file` loads it (once per
+    process), for a caller that reads the file's other names (``python -m sims before-deploy
+    FILE.py:NAME`` reads a job definition)."""
+    load_file(path)
+    resolved = Path(path).resolve()
+    module = sys.modules.get(_module_name(str(resolved)))
+    if module is not None:
+        return module
+    # Imported by other means first (a test importing it as a module): that module is the file.
+    for found in list(sys.modules.values()):
+        file = getattr(found, "__file__", None)
+        if isinstance(file, str) and Path(file).resolve() == resolved:
+            return found
+    raise ValueError(f"{display_path(str(path))} was not loaded as a module; name a .py file")
 
 
 #: The sha256 of each world file's content as it was loaded, by resolved path.

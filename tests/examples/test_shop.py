@@ -125,6 +125,27 @@ def test_serve_killed_part_way_and_started_again_charges_nothing_twice(tmp_path:
     # their runs by the second process are the at-least-once window the spec allows.
     assert "was killed or stopped recording there, and those passes never came back" in out
     assert "  checks: every check held" in out
+    # The oracle's models follow the two processes, unless the kill left a write whose outcome
+    # the history lacks: then they are skipped, said, and none of their checks counted as held.
+    skipped = "  skipped the oracle's models of the store and the kernel ("
+    followed = "  the oracle's models of the store and the kernel followed the history ("
+    if skipped in out:
+        assert "had no recorded outcome, and the store may have run it" in out
+        assert "store-due_keys" not in out.split("held:")[1].split("skipped")[0]
+    else:
+        assert followed in out
+
+
+def test_a_recorded_serve_history_is_judged_clean_by_the_models_too(tmp_path: Path) -> None:
+    history = tmp_path / "history"
+    code, out = finished(serve(tmp_path, "--orders", "12", "--record", str(history)))
+    assert code == 0, out
+    code, out = check(history)
+    assert code == 0, out
+    assert "  checks: every check held" in out
+    # Eight drives, each one call at a time: the models follow every call and pass.
+    assert "  the oracle's models of the store and the kernel followed the history (" in out
+    assert "store-due_keys, store-claim" in out  # among the checks that held
 
 
 def charged_but_not_recorded(folder: Path) -> set[str]:

@@ -99,6 +99,7 @@ def test_a_recorded_history_of_a_correct_host_is_judged_clean(
     assert code == 0, out
     assert out.startswith("check: 1 file of 1 process, ")
     assert "  checks: every check held" in out
+    assert "  the oracle's models of the store and the kernel followed the history (" in out
     assert "skipped runs-settle: a recorded history has no end" in out
     assert "claim-only-when-due" in out  # among the checks that held
 
@@ -210,6 +211,36 @@ def test_runs_made_before_recording_began_are_not_judged_and_named(
     assert code == 0, out
     assert out.count("its beginning is not in the history (made before recording began") == 3
     assert "every check held; 3 runs not judged (above)" in out
+    # The models would take the runs they never saw start for rows from nowhere: skipped, said,
+    # and none of their checks among those that held.
+    assert "skipped the oracle's models of the store and the kernel (" in out
+    assert "3 runs began before the history (" in out
+    assert "the models know a run from its start" in out
+    assert "store-claim" not in out.split("held:")[1].split("skipped")[0]
+
+
+def test_a_drive_driven_by_several_tasks_at_once_is_judged_without_the_models(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def main() -> None:
+        (tmp_path / "scopes").mkdir()
+        async with open_scope_host(tmp_path / "scopes", record=tmp_path / "history") as host:
+            drive = RecordingJobDriver(host, name="cron")
+            drive.register_job("m", "j", handler)
+            for n in range(4):
+                await drive.start_job_run(
+                    "s", StartJobRunInput(module_id="m", job="j", instance=f"i{n}")
+                )
+            async with trio.open_nursery() as nursery:
+                for _ in range(3):  # three tasks, one JobDriver: its calls overlap
+                    nursery.start_soon(drive.run_due_jobs, "s")
+
+    trio.run(main)
+    code, out = check(tmp_path / "history", capsys=capsys)
+    assert code == 0, out
+    assert "drive cron made up to 3 calls at once (several tasks driving one JobDriver)" in out
+    assert "drive-passes" not in out.split("held:")[1].split("skipped")[0]
+    assert "claim-only-when-due" in out.split("held:")[1]  # the invariant checks still ran
 
 
 def cannot_judge(capsys: pytest.CaptureFixture[str], *paths: Path) -> str:

@@ -30,6 +30,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "scenarios": FOUNDATIONS | {"world", "faults", "runners", "oracle", "mutants"},
     "runners": FOUNDATIONS | {"world", "faults", "oracle", "mutants", "scenarios", "timeline"},
     "search": FOUNDATIONS | {"world", "faults", "oracle", "mutants", "scenarios", "runners"},
+    "deploys": FOUNDATIONS | {"world", "faults", "oracle", "scenarios", "runners"},
     "conformance": {"_numbers", "_seeded"},
 }
 
