@@ -201,3 +201,60 @@ def test_serve_on_a_broken_store_records_a_history_check_judges_violated(tmp_pat
     code, out = check(history)
     assert code == 1, out
     assert "  claim-only-when-due: VIOLATED" in out
+
+
+# -- the deploy of release 2 --------------------------------------------------------------------
+
+
+def test_default_explore_finds_the_double_charge_of_the_deploy_and_nothing_in_the_fixed_one() -> (
+    None
+):
+    found = subprocess.run(
+        [sys.executable, "-m", "sims", "explore", "examples/shop/world.py:deploy", "--no-remember"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert "explore: deploys of v2 at the job's windows (" in found.stderr + found.stdout
+    assert "the smallest failing plan has 1 fault" in found.stdout
+    assert "charged 2 times" in found.stdout
+    assert "DeployAfter(version='v2'" in found.stdout
+    assert explore_plans("examples/shop/world.py:deploy-fixed", max_examples=150) is None
+
+
+def before_deploy(jobs: str, folder: Path) -> tuple[int, str]:
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "sims", "before-deploy", f"examples/shop/jobs.py:{jobs}"),
+            *("--runs", str(folder), "--world", "examples/shop/world.py:deploy"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    return done.returncode, done.stdout.replace("\n    ", " ") + done.stderr
+
+
+def test_the_check_before_deploying_reports_the_renamed_step_on_a_folder_serve_left(
+    tmp_path: Path,
+) -> None:
+    # Release 1 served with the mailer down: every order charged, its receipt failing, its run
+    # waiting for the retry with 'charge' in its ledger, when serve gives up.
+    code, out = finished(
+        serve(tmp_path, "--orders", "4", "--variant", "v1", "--mail-down", "--deadline-s", "4")
+    )
+    assert code == 1, out
+    assert "4 order running" in out
+    code, out = before_deploy("ORDER_V2", tmp_path)
+    assert code == 1, out
+    assert out.count("cannot go on: scope shop, run ") == 4, out
+    assert "the run's ledger holds 'charge' (done by the old code: its effect happened)" in out
+    assert "they called 'charge-card', 'receipt'" in out
+    assert "remedy: keep the old step name, or version the job" in out
+    assert "4 runs in flight; 0 can go on under the new code; 4 cannot" in out
+    code, out = before_deploy("ORDER_V2_FIXED", tmp_path)
+    assert code == 0, out
+    assert "4 runs in flight; 4 can go on under the new code; 0 cannot" in out
