@@ -485,7 +485,10 @@ class _Builder:
         drive, t = str(event["drive"]), float(event["t"])
         down = float(event.get("down_ms") or 0.0)
         title = (
-            f"crash: {drive} killed{_after(event, door=self.door_after(event))} "
+            f"deploy of {event['deploy']}: {drive} stopped (working={event.get('working')}) and "
+            f"back on it after {down:.1f} ms"
+            if "deploy" in event
+            else f"crash: {drive} killed{_after(event, door=self.door_after(event))} "
             f"(working={event.get('working')}), down {down:.1f} ms"
         )
         self.model.marks.append(Mark(drive, t, "crash", title))

@@ -343,3 +343,14 @@ def test_a_replayed_deploy_is_the_same_world() -> None:
         DEPLOY, 1, plan=plan_from_text(repr(FaultPlan((BETWEEN_STEPS,)))), keep_trace=True
     )
     assert first.outcome.trace.events == again.outcome.trace.events
+
+
+def test_the_timeline_marks_each_restart_as_the_deploy() -> None:
+    from sims.timeline._reader import build_timeline
+
+    trace = simulate(DEPLOY, 1, plan=FaultPlan((BETWEEN_STEPS,)), keep_trace=True).outcome.trace
+    titles = [mark.title for mark in build_timeline(trace).marks if mark.kind == "crash"]
+    assert titles == [
+        "deploy of v2: cron stopped (working=True) and back on it after 0.0 ms",
+        "deploy of v2: alarm stopped (working=False) and back on it after 0.0 ms",
+    ]
