@@ -25,9 +25,10 @@ def add_before_deploy_command(commands: Any) -> None:
         "Each run not ended whose job the new code defines is restored in a world with no "
         "faults, and its next pass (and that pass's retry, if it fails) runs on the new code; "
         "the command reports a step the run's ledger holds that the new code never calls, the "
-        "new code raising over the run's payload or cursor, and a new step called before one "
-        "the ledger holds. Exit 0 when every run can go on, 1 when one cannot, 2 when the input "
-        "cannot be used. Details: docs/deploys.md.",
+        "new code raising over the run's payload or cursor, a new step called before one the "
+        "ledger holds, and, given the code running now (--old), a step the old code attempted "
+        "that the new code repeats under another idempotency key. Exit 0 when every run can go "
+        "on, 1 when one cannot, 2 when the input cannot be used. Details: docs/deploys.md.",
     )
     command.add_argument(
         "new_jobs",
@@ -44,6 +45,12 @@ def add_before_deploy_command(commands: Any) -> None:
         "(history-*.jsonl, or its folder); give it once per source",
     )
     command.add_argument(
+        "--old",
+        metavar="FILE.py:NAME",
+        help="the code running now (job definitions, as NEW_JOBS): the check then compares the "
+        "idempotency keys each code's repeat of a step the old code attempted would use",
+    )
+    command.add_argument(
         "--world",
         metavar="FILE.py:NAME",
         help="a scenario whose WorldSetup(services=...) declares the services the new jobs call "
@@ -52,7 +59,9 @@ def add_before_deploy_command(commands: Any) -> None:
 
 
 def before_deploy_command(arguments: argparse.Namespace) -> int:
-    verdict = check_deploy(arguments.new_jobs, arguments.runs, world=arguments.world)
+    verdict = check_deploy(
+        arguments.new_jobs, arguments.runs, world=arguments.world, old=arguments.old
+    )
     for line in verdict.lines():
         print(line)
     return 0 if verdict.ok else 1

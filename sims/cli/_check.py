@@ -17,11 +17,12 @@ from ..oracle._history import (
     SKIPPED,
     CannotJudge,
     History,
+    HistoryVerdict,
     SetAside,
     judge_history,
     read_history,
 )
-from ..oracle._report import MODEL_CHECKS, SPEC_CHECKS, CheckReport, Finding, short
+from ..oracle._report import MODEL_CHECKS, SPEC_CHECKS, CheckReport, short
 
 
 def add_check_command(commands: Any) -> None:
@@ -50,8 +51,7 @@ def check_command(arguments: argparse.Namespace) -> int:
         print(f"check: cannot judge: {error}")
         return 2
     verdict = judge_history(history)
-    report = verdict.report
-    for line in _lines(history, report, verdict.set_aside, verdict.models_skipped):
+    for line in _lines(history, verdict):
         print(
             textwrap.fill(
                 line,
@@ -61,26 +61,40 @@ def check_command(arguments: argparse.Namespace) -> int:
                 break_long_words=False,
             )
         )
-    return 0 if report.ok else 1
+    return 0 if verdict.report.ok else 1
 
 
-def _lines(
-    history: History,
-    report: CheckReport,
-    set_aside: tuple[tuple[str, str, tuple[Finding, ...]], ...],
-    models_skipped: str | None,
-) -> list[str]:
-    lines = [*_what_was_read(history), "", "checks:", *_checks(report, models_skipped)]
+def _lines(history: History, verdict: HistoryVerdict) -> list[str]:
+    report, set_aside, cut = verdict.report, verdict.set_aside, verdict.models_cut
+    lines = [*_what_was_read(history), "", "checks:", *_checks(verdict)]
     if report.findings:
         lines.extend(("", "findings:"))
         lines.extend(f"  {finding.line()}" for finding in report.findings)
-    not_judged = ""
-    if set_aside:
+    if set_aside or (cut is not None and cut.findings):
         lines.extend(("", "not judged (what the history cannot tell the oracle):"))
         lines.extend(_set_aside(set_aside))
-        not_judged = f"; {plural(len(set_aside), 'run')} not judged (above)"
-    lines.extend(("", "verdict:", f"  checks: {report.verdict()}{not_judged}"))
+    if cut is not None and cut.findings:
+        lines.append(
+            f"  the oracle's models from {ms(cut.t)} ms on, where {cut.what} had no recorded "
+            "outcome (the store may have run it, the models take it for unrun); what they say "
+            "from there is set aside:"
+        )
+        lines.extend(f"    {f.line()}" for f in cut.findings)
+    lines.extend(("", "verdict:", f"  checks: {report.verdict()}{_not_run(verdict)}"))
     return lines
+
+
+def _not_run(verdict: HistoryVerdict) -> str:
+    """What the verdict line adds of what was not judged or did not run: a verdict never says
+    more was checked than was."""
+    said = ""
+    if verdict.set_aside:
+        said += f"; {plural(len(verdict.set_aside), 'run')} not judged (above)"
+    if verdict.models_skipped is not None:
+        said += "; the oracle's models did not run (above), only the invariant checks"
+    elif verdict.models_cut is not None and verdict.models_cut.findings:
+        said += f"; the oracle's models followed the history until {ms(verdict.models_cut.t)} ms"
+    return said
 
 
 def _what_was_read(history: History) -> list[str]:
@@ -124,10 +138,11 @@ def _what_was_read(history: History) -> list[str]:
     return lines
 
 
-def _checks(report: CheckReport, models_skipped: str | None) -> list[str]:
+def _checks(verdict: HistoryVerdict) -> list[str]:
     """Each of the spec's checks that applies: violated, explained, or among those that held;
     then the ones a recorded history cannot feed, with why: never a check that did not run
     among those that held."""
+    report, models_skipped = verdict.report, verdict.models_skipped
     violated = report.violations_of()
     explained = {f.check for f in report.explained}
     lines, held = [], []
@@ -150,12 +165,27 @@ def _checks(report: CheckReport, models_skipped: str | None) -> list[str]:
             f"checks: {', '.join(sorted(MODEL_CHECKS))}): {models_skipped}"
         )
     else:
-        reached = sum(count for _, count in report.probes)
+        cut = verdict.models_cut
+        until = (
+            f" until {ms(cut.t)} ms, where {cut.what} had no outcome"
+            if cut is not None and cut.findings
+            else ""
+        )
         lines.append(
-            "  the oracle's models of the store and the kernel followed the history "
-            f"({plural(reached, 'probe')} reached)"
+            f"  the oracle's models of the store and the kernel followed the history{until}; "
+            f"of the rarer moments the spec has rules for (its probes: a takeover, a late BEGIN, "
+            f"a retry, ...), it reached {_probes(report)}"
         )
     return lines
+
+
+def _probes(report: CheckReport) -> str:
+    """The probes a history reached, the most often reached first, or "none"."""
+    reached = sorted(report.probes, key=lambda probe: (-probe[1], probe[0]))
+    if not reached:
+        return "none"
+    shown = ", ".join(f"{count} × {name}" for name, count in reached[:6])
+    return shown + (f", and {len(reached) - 6} more" if len(reached) > 6 else "")
 
 
 def _set_aside(set_aside: SetAside) -> list[str]:

@@ -12,13 +12,15 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
 
+import attrs
+
 from driver import JobDefinition
 from scopehost import JobRunDump
 
 from ..runners._run import WorldOutcome, WorldSetup, run_world
 from ..scenarios._registry import ScenarioRef
 from ._drive import DRIVE, drive_next_passes, passes_over
-from ._judge import judge_run
+from ._judge import calls_by_step, judge_run, key_changes
 from ._new_code import SEED, CheckWorld, as_definitions, check_world, load_jobs
 from ._sources import RunsSource, read_sources
 from ._verdict import DeployVerdict, LedgerStep, RunInFlight, RunVerdict
@@ -29,13 +31,17 @@ def check_deploy(
     sources: Iterable[str | Path | JobRunDump],
     *,
     world: str | ScenarioRef | None = None,
+    old: JobDefinition | Sequence[JobDefinition] | str | None = None,
 ) -> DeployVerdict:
     """Whether every run in flight in ``sources`` can go on under ``jobs``, the code about to
     ship (definitions, or ``"FILE.py:NAME"`` naming them). ``world`` is a scenario
-    (``FILE.py:NAME``) whose setup declares the services the new jobs call. Input that cannot
-    be used is refused with ``DeployInputError``, naming the value and the remedy."""
+    (``FILE.py:NAME``) whose setup declares the services the new jobs call. ``old``, the code
+    running now (in the same forms), lets the check compare the idempotency keys each code's
+    repeat of an attempted step would use. Input that cannot be used is refused with
+    ``DeployInputError``, naming the value and the remedy."""
     definitions = load_jobs(jobs) if isinstance(jobs, str) else as_definitions(jobs, "jobs")
     setting = check_world(definitions, world)
+    before = _old_code(old, world)
     read = read_sources(sources)
     defined = {(job.module_id, job.job) for job in definitions}
     in_flight = [run for source in read for run in runs_in_flight(source)]
@@ -44,17 +50,45 @@ def check_deploy(
         sources=tuple(dict.fromkeys(source.label for source in read)),
         jobs=tuple(f"{job.module_id}/{job.job}" for job in definitions),
         not_checked=tuple(run for run in in_flight if run.key not in defined),
+        old_jobs=tuple(f"{job.module_id}/{job.job}" for job in before),
     )
     if not checked:
         return verdict
     scopes = {run.scope for run in checked}
     dumps = tuple(source.dump for source in read if source.dump.scope_id in scopes)
-    outcome = _run_the_world(definitions, setting, dumps, frozenset(run.run for run in checked))
-    return DeployVerdict(
-        sources=verdict.sources,
-        jobs=verdict.jobs,
-        runs=_judged(outcome, checked),
-        not_checked=verdict.not_checked,
+    ids = frozenset(run.run for run in checked)
+    outcome = _run_the_world(definitions, setting, dumps, ids)
+    judged = _judged(outcome, checked)
+    if before:
+        old_outcome = _run_the_world(before, check_world(before, world), dumps, ids)
+        judged = _keys_compared(judged, old_outcome, outcome)
+    return attrs.evolve(verdict, runs=judged)
+
+
+def _old_code(
+    old: JobDefinition | Sequence[JobDefinition] | str | None, world: str | ScenarioRef | None
+) -> tuple[JobDefinition, ...]:
+    """The code running now, as given (none: the keys are not compared)."""
+    if old is None:
+        return ()
+    return load_jobs(old, "--old") if isinstance(old, str) else as_definitions(old, "old")
+
+
+def _keys_compared(
+    judged: tuple[RunVerdict, ...], old: WorldOutcome, new: WorldOutcome
+) -> tuple[RunVerdict, ...]:
+    """Each run's verdict with rule 4's findings added: the keys of each code's repeats."""
+    ids = [verdict.run.run for verdict in judged]
+    before, after = calls_by_step(old.trace, ids), calls_by_step(new.trace, ids)
+    return tuple(
+        attrs.evolve(
+            verdict,
+            findings=(
+                *verdict.findings,
+                *key_changes(verdict.run, before[verdict.run.run], after[verdict.run.run]),
+            ),
+        )
+        for verdict in judged
     )
 
 

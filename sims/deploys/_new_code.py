@@ -25,10 +25,14 @@ from ._errors import DeployInputError
 #: The seed of the check's world, and of the scenario setup it reads.
 SEED = 1
 
-_NEW_JOBS = (
-    "NEW_JOBS is FILE.py:NAME, NAME a driver.JobDefinition or a tuple of them in that file: the "
-    "code about to ship"
-)
+
+def _form(given_as: str) -> str:
+    """What the argument ``given_as`` (``NEW_JOBS`` or ``--old``) is, in words."""
+    which = "the code running now" if given_as == "--old" else "the code about to ship"
+    return (
+        f"{given_as} is FILE.py:NAME, NAME a driver.JobDefinition or a tuple of them in that "
+        f"file: {which}"
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -42,29 +46,29 @@ class CheckWorld:
     named: str | None = None
 
 
-def load_jobs(text: str) -> tuple[JobDefinition, ...]:
-    """The job definitions ``FILE.py:NAME`` names."""
+def load_jobs(text: str, given_as: str = "NEW_JOBS") -> tuple[JobDefinition, ...]:
+    """The job definitions ``FILE.py:NAME`` names (``given_as``: the argument, for an error)."""
     file, colon, name = text.strip().rpartition(":")
     if not colon or not file.endswith(".py") or not name:
-        raise DeployInputError(f"NEW_JOBS {text!r}: {_NEW_JOBS}")
+        raise DeployInputError(f"{given_as} {text!r}: {_form(given_as)}")
     path = Path(file)
     if not path.is_file():
         what = "a folder" if path.is_dir() else "no file"
         raise DeployInputError(
-            f"NEW_JOBS {text}: {file} is {what}; name the Python file that defines the code "
+            f"{given_as} {text}: {file} is {what}; name the Python file that defines the code "
             "about to ship (FILE.py:NAME)"
         )
     try:
         module = file_module(path)
     except ValueError as error:
-        raise DeployInputError(f"NEW_JOBS {text}: {error}") from None
+        raise DeployInputError(f"{given_as} {text}: {error}") from None
     if not hasattr(module, name):
         found = [key for key, value in vars(module).items() if _definitions(value)]
         raise DeployInputError(
-            f"NEW_JOBS {text}: {display_path(file)} defines no {name}; its job definitions are: "
+            f"{given_as} {text}: {display_path(file)} defines no {name}; its job definitions are: "
             f"{', '.join(found) or 'none (define NAME = driver.JobDefinition(...))'}"
         )
-    return as_definitions(getattr(module, name), f"NEW_JOBS {text}")
+    return as_definitions(getattr(module, name), f"{given_as} {text}")
 
 
 def _definitions(value: object) -> bool:

@@ -17,11 +17,16 @@ _VERSION = (
 REMEDY_NAME = f"keep the old step name, or {_VERSION}"
 REMEDY_READ = f"read the old shape too, or {_VERSION}"
 REMEDY_ORDER = f"call new steps after the ones the old code recorded, or {_VERSION}"
+REMEDY_KEY = (
+    f"build the key as the old code did for the runs it began (from what the run holds), or "
+    f"{_VERSION}"
+)
 
 #: The rules, by the name a finding carries.
 STEP_NOT_CALLED = "step-not-called"
 RAISES = "raises"
 NEW_STEP_FIRST = "new-step-first"
+KEY_CHANGED = "key-changed"
 
 
 @attrs.frozen
@@ -34,7 +39,7 @@ class LedgerStep:
 
     def said(self) -> str:
         if self.done:
-            return f"{self.name!r} (done by the old code: its effect happened)"
+            return f"{self.name!r} (done by the old code: whatever it does happened)"
         return f"{self.name!r} (attempted by the old code and failed: its effect may have happened)"
 
 
@@ -110,6 +115,9 @@ class DeployVerdict:
     jobs: tuple[str, ...]
     runs: tuple[RunVerdict, ...] = ()
     not_checked: tuple[RunInFlight, ...] = ()
+    #: The old code's jobs, when given: the idempotency keys its repeats would use were compared
+    #: with the new code's (:data:`KEY_CHANGED`).
+    old_jobs: tuple[str, ...] = ()
 
     @property
     def findings(self) -> tuple[DeployFinding, ...]:
@@ -159,6 +167,15 @@ class DeployVerdict:
                     "",
                     f"not checked: {plural(len(self.not_checked), 'run')} of jobs the new code "
                     f"does not define: {listed}",
+                )
+            )
+        if not self.old_jobs and any(not step.done for run in self.runs for step in run.run.ledger):
+            lines.extend(
+                (
+                    "",
+                    "not compared: the new code repeats steps the old code attempted (their "
+                    "effects may have happened); whether it repeats their calls under the same "
+                    "idempotency keys takes the old code: give --old FILE.py:NAME",
                 )
             )
         lines.extend(("", self.summary()))

@@ -29,7 +29,7 @@ import attrs
 from .._numbers import ms, plural
 from .._trace import BadTraceLine, Trace, imported
 from ._checks import MAX_REPEATS, TraceChecker
-from ._report import CheckReport, Finding
+from ._report import MODEL_CHECKS, CheckReport, Finding
 
 #: The first event of every part of a recorded history.
 BEGIN: Final = "record.begin"
@@ -126,6 +126,8 @@ class HistoryVerdict:
     #: Why the oracle's models of the store and the kernel did not run on this history (the
     #: invariant checks did), or None: they ran (:func:`models_unfit`).
     models_skipped: str | None = None
+    #: Where the models stopped following the history, and what they said after, set aside.
+    models_cut: ModelsCut | None = None
 
 
 def history_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -389,7 +391,9 @@ def judge_history(history: History) -> HistoryVerdict:
     outcome of (killed between the store's commit and the recorder's line) may have run while
     the oracle takes it for unrun. What the checks find on such a run (from the moment of the
     write, for the second) is set aside and named with why, never reported as the spec's
-    violation, and never counted as held."""
+    violation, and never counted as held. The oracle's models of the store and the kernel run
+    only on a history they can follow (:func:`models_unfit`), and only up to its first write left
+    in flight (:func:`_models_cut`)."""
     checker = TraceChecker()
     begun = runs_begun(history.events)
     unfit = models_unfit(history, begun)
@@ -399,6 +403,17 @@ def judge_history(history: History) -> HistoryVerdict:
     opening = [] if unfit else [{"t": 0.0, "ev": BEGIN, "format": FORMAT}]
     checker.feed([*opening, *history.events])
     report = checker.report(settles=False)
+    aside = _runs_set_aside(history, report, begun)
+    cut = None if unfit else _models_cut(history, report, aside)
+    dropped = [f for _, _, found in aside for f in found] + list(cut.findings if cut else ())
+    if dropped:
+        report = _without(report, checker, dropped)
+    return HistoryVerdict(report, aside, unfit, cut)
+
+
+def _runs_set_aside(history: History, report: CheckReport, begun: set[str]) -> SetAside:
+    """The findings on each run the history cannot tell the oracle about, with why: a run whose
+    beginning it lacks (all of them), a run a write left in flight (from that write on)."""
     why: dict[str, tuple[float, str]] = {}
     for finding in report.findings:
         run = finding.run
@@ -421,33 +436,43 @@ def judge_history(history: History) -> HistoryVerdict:
         run: tuple(f for f in report.findings if f.run == run and f.t >= t)
         for run, (t, _) in why.items()
     }
-    aside = {run: found for run, found in aside.items() if found}
-    if not aside:
-        return HistoryVerdict(report, (), unfit)
-    return HistoryVerdict(
-        _without(report, checker, aside),
-        tuple((run, why[run][1], found) for run, found in sorted(aside.items())),
-        unfit,
+    return tuple((run, why[run][1], found) for run, found in sorted(aside.items()) if found)
+
+
+@attrs.frozen
+class ModelsCut:
+    """Where the oracle's models stopped being able to follow a history: the first write a
+    process's end left without its outcome (the store may have run it, the models take it for
+    unrun), and what they said from then on, set aside."""
+
+    t: float
+    what: str
+    findings: tuple[Finding, ...]
+
+
+def _models_cut(history: History, report: CheckReport, aside: SetAside) -> ModelsCut | None:
+    """The models' findings from the history's first write left in flight on, or None."""
+    if not history.in_flight:
+        return None
+    run, (t, what) = min(history.in_flight.items(), key=lambda item: item[1][0])
+    already = {id(f) for _, _, found in aside for f in found}
+    after = tuple(
+        f for f in report.findings if f.check in MODEL_CHECKS and f.t >= t and id(f) not in already
     )
+    return ModelsCut(t, f"{what} (run {run})", after)
 
 
 def models_unfit(history: History, begun: set[str]) -> str | None:
-    """Why the oracle's models cannot follow ``history``, or None. They model a scope from its
-    first row and a drive one call at a time, as a world makes them: a run whose beginning the
-    history lacks, a write whose outcome it lacks (the store may have run it), and a drive whose
-    calls overlapped (several tasks driving one ``JobDriver``) would each make them predict what
-    did not happen."""
+    """Why the oracle's models cannot follow ``history`` at all, or None. They model a scope
+    from its first row and a drive one call at a time, as a world makes them: a run whose
+    beginning the history lacks, and a drive whose calls overlapped (several tasks driving one
+    ``JobDriver``), would each make them predict what did not happen. (A write left in flight by
+    a process's end stops them only from its moment on: :func:`_models_cut`.)"""
     unknown = sorted(_run_ids(history.events) - begun)
     if unknown:
         return (
             f"{plural(len(unknown), 'run')} began before the history ({', '.join(unknown[:3])}"
             f"{', …' if len(unknown) > 3 else ''}): the models know a run from its start"
-        )
-    if history.in_flight:
-        run, (t, what) = min(history.in_flight.items(), key=lambda item: item[1][0])
-        return (
-            f"{what} at {ms(t)} ms (run {run}) had no recorded outcome, and the store may have "
-            "run it: the models would go on as if it had not"
         )
     overlapping = _overlapping_calls(history.events)
     if overlapping:
@@ -504,16 +529,17 @@ def runs_begun(events: tuple[dict[str, Any], ...]) -> set[str]:
     return begun
 
 
-def _without(
-    report: CheckReport, checker: TraceChecker, aside: dict[str, tuple[Finding, ...]]
-) -> CheckReport:
-    """``report`` without the findings set aside, its counts made again."""
-    dropped = {id(f) for found in aside.values() for f in found}
-    kept = tuple(f for f in report.findings if id(f) not in dropped)
+def _without(report: CheckReport, checker: TraceChecker, dropped: list[Finding]) -> CheckReport:
+    """``report`` without the ``dropped`` findings, its counts made again: a check and run of
+    which a finding was dropped counts the findings kept (those past the listed ones were later
+    still, and go with them)."""
+    gone = {id(f) for f in dropped}
+    touched = {(f.check, f.run) for f in dropped}
+    kept = tuple(f for f in report.findings if id(f) not in gone)
     counted: Counter[str] = Counter()
     unlisted = 0
     for (check, run), seen in checker.violations_of.items():
-        if run in aside:
+        if (check, run) in touched:
             seen = sum(1 for f in kept if (f.check, f.run, f.verdict) == (check, run, "violation"))
         else:
             unlisted += max(0, seen - MAX_REPEATS)

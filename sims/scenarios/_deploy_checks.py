@@ -14,8 +14,8 @@ pass the world ran over it, and reports:
 - the new code raising an exception of its own (not the outside world's) before it reached a step
   the ledger does not hold: the run's payload, cursor or memos are what it cannot read.
 
-Each finding names the run, the steps and the remedy (keep the old name, version the job, or
-branch on what the ledger holds). Reported as ``carries-the-ledger``.
+Each finding names the run, the steps and the remedy (keep the old name, or version the job).
+Reported as ``carries-the-ledger``.
 """
 
 from __future__ import annotations
@@ -27,10 +27,9 @@ import attrs
 from .._trace import Trace, dump_ledgers, imported
 from ..oracle._report import UserFinding, short
 
-REMEDY = (
-    "keep the old step name, register the new code as a new job (version it), or branch on "
-    "what the ledger holds"
-)
+#: A handler cannot read the ledger (the spec gives it no such call), so there is no branching
+#: on it: the old name, or a new job.
+REMEDY = "keep the old step name, or register the new code as a new job (version it)"
 
 
 @attrs.define

@@ -20,9 +20,11 @@ import pytest
 
 from sims import DeployAfter, FaultPlan, check_deploy, simulate
 from tests.newcomer.invoices import (
+    INVOICE_V1,
     INVOICE_V2_NUMBER,
     INVOICE_V2_NUMBER_FIXED,
     INVOICE_V2_REKEY,
+    INVOICE_V2_REKEY_FIXED,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -207,12 +209,18 @@ def test_check_deploy_from_python(archive_down: Path) -> None:
     assert verdict.ok, "\n".join(verdict.lines())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="before-deploy does not see a changed idempotency key: each run's ledger holds "
-    "'email' attempted and failed (the mail WAS sent, its answer lost), the new code calls "
-    "'email' by the same name under a new key, and the check says every run can go on",
-)
-def test_before_deploy_reports_the_changed_mail_key(mail_lost: Path) -> None:
-    found = check_deploy(INVOICE_V2_REKEY, [str(mail_lost)], world=f"{WORLD}:invoices")
+def test_before_deploy_reports_the_changed_mail_key_given_the_old_code(mail_lost: Path) -> None:
+    # Each run's ledger holds 'email' attempted and failed (the mail WAS sent, its answer lost);
+    # the new code repeats 'email' by the same name under a new key. The ledger keeps no keys:
+    # without the old code the check says so, and with it (--old) it compares the two repeats.
+    world = f"{WORLD}:invoices"
+    alone = check_deploy(INVOICE_V2_REKEY, [str(mail_lost)], world=world)
+    assert alone.ok, "\n".join(alone.lines())
+    said = " ".join(alone.lines())
+    assert "whether it repeats their calls under the same idempotency keys takes the old" in said
+    found = check_deploy(INVOICE_V2_REKEY, [str(mail_lost)], world=world, old=INVOICE_V1)
     assert not found.ok, "\n".join(found.lines())
+    assert {finding.rule for finding in found.findings} == {"key-changed"}
+    assert "the old code repeats its mail.send under idempotency key " in found.findings[0].text
+    fixed = check_deploy(INVOICE_V2_REKEY_FIXED, [str(mail_lost)], world=world, old=INVOICE_V1)
+    assert fixed.ok, "\n".join(fixed.lines())

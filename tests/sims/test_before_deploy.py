@@ -112,8 +112,8 @@ def test_a_renamed_step_is_found_with_the_run_the_step_and_the_remedy(
         assert block in out
     assert out.count("cannot go on: ") == 2
     assert (
-        "), step 'reserve'\n  the run's ledger holds 'reserve' (done by the old code: its effect "
-        "happened), and the new code's passes never call it (they called 'reserve-stock', "
+        "), step 'reserve'\n  the run's ledger holds 'reserve' (done by the old code: whatever "
+        "it does happened), and the new code's passes never call it (they called 'reserve-stock', "
         "'charge'; 'reserve-stock', which the ledger does not hold, comes before steps it holds): "
         "its effect would run again under the new name\n  remedy: keep the old step "
         "name, or version the job (register the new handler under a new job name and keep the "
@@ -165,7 +165,7 @@ def test_a_new_step_before_the_steps_of_the_ledger_is_found(
     assert out.count("cannot go on: ") == 2
     assert (
         "), step 'check-fraud'\n  the new code calls 'check-fraud', a step the run's ledger does "
-        "not hold, before 'reserve' (done by the old code: its effect happened) and 'charge' "
+        "not hold, before 'reserve' (done by the old code: whatever it does happened) and 'charge' "
         "(attempted by the old code and failed: its effect may have happened), which it holds: "
         "on this run 'check-fraud' runs after the work it is meant to precede\n  remedy: call new "
         "steps after the ones the old code recorded, or version the job"
@@ -322,7 +322,7 @@ def test_a_history_of_a_killed_process_is_refused_naming_what_to_give(
     assert out.rstrip().endswith("1 run in flight; 1 can go on under the new code; 0 cannot")
     code, out, _ = before_deploy(capsys, f"{WORLDS}:KILLED_RENAMED", "--runs", scope_file)
     assert code == 1, out
-    assert "step 'one'\n  the run's ledger holds 'one' (done by the old code: its effect" in out
+    assert "step 'one'\n  the run's ledger holds 'one' (done by the old code: whatever" in out
 
 
 # -- input that cannot be used: exit 2, one line naming the value and the remedy ---------------

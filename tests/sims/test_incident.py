@@ -105,8 +105,7 @@ def test_new_code_that_renames_a_step_the_ledger_holds_is_reported_with_the_reme
     assert finding.text.endswith(
         "the ledger holds 'one' from a pass of the old code, and the new code called 'first' "
         "before 'one': a step called under a new name, or out of its order, runs its effect "
-        "again; keep the old step name, register the new code as a new job (version it), or "
-        "branch on what the ledger holds"
+        "again; keep the old step name, or register the new code as a new job (version it)"
     )
     raised = simulate("tests/sims/worlds/incident.py:deploy-raises", 1).report.violations
     assert [f.check for f in raised if f.check == "carries-the-ledger"] == ["carries-the-ledger"]
