@@ -6,9 +6,10 @@ job definitions about to ship and the world whose services they call; :mod:`._dr
 the runs in flight in one world with no faults and runs each one's next pass, and its retry, on
 the new code; :mod:`._judge` reads the world's trace for what the new code cannot carry (a step
 of the ledger it never calls, an exception over the old payload or cursor, a new step before one
-the ledger holds; given the old code too, a repeat of an attempted step under another idempotency
-key, from a second world on the old code); :mod:`._verdict` is the verdict, as values and as lines; :mod:`._check` is
-the entry, :func:`check_deploy` (``python -m sims before-deploy``, docs/deploys.md).
+the ledger holds); given the old code too, :mod:`._compare` runs it in a second world and holds
+the new code's calls to the old code's (a key changed, other work); :mod:`._verdict` is the
+verdict, as values and as lines; :mod:`._check` is the entry, :func:`check_deploy` (``python -m
+sims before-deploy``, docs/deploys.md).
 
 What it may import: ``driver``, ``scopehost``, the world, the faults, the oracle (a history's
 rows, as its model holds them), the scenarios (a user's file, loaded as a world file is) and the

@@ -19,8 +19,9 @@ from scopehost import JobRunDump
 
 from ..runners._run import WorldOutcome, WorldSetup, run_world
 from ..scenarios._registry import ScenarioRef
+from ._compare import compared, done_over
 from ._drive import DRIVE, drive_next_passes, passes_over
-from ._judge import calls_by_step, judge_run, key_changes
+from ._judge import judge_run
 from ._new_code import SEED, CheckWorld, as_definitions, check_world, load_jobs
 from ._sources import RunsSource, read_sources
 from ._verdict import DeployVerdict, LedgerStep, RunInFlight, RunVerdict
@@ -77,18 +78,11 @@ def _old_code(
 def _keys_compared(
     judged: tuple[RunVerdict, ...], old: WorldOutcome, new: WorldOutcome
 ) -> tuple[RunVerdict, ...]:
-    """Each run's verdict with rule 4's findings added: the keys of each code's repeats."""
+    """Each run's verdict held to what the old code's passes did (:mod:`._compare`)."""
     ids = [verdict.run.run for verdict in judged]
-    before, after = calls_by_step(old.trace, ids), calls_by_step(new.trace, ids)
+    before, after = done_over(old.trace, ids), done_over(new.trace, ids)
     return tuple(
-        attrs.evolve(
-            verdict,
-            findings=(
-                *verdict.findings,
-                *key_changes(verdict.run, before[verdict.run.run], after[verdict.run.run]),
-            ),
-        )
-        for verdict in judged
+        compared(verdict, before[verdict.run.run], after[verdict.run.run]) for verdict in judged
     )
 
 
@@ -107,6 +101,7 @@ def runs_in_flight(source: RunsSource) -> list[RunInFlight]:
             instance=row.instance,
             source=source.label,
             ledger=tuple(ledgers.get(row.id, ())),
+            held_by_a_pass=row.lease_began_at is not None,
         )
         for row in dump.runs
         if row.status == "running"

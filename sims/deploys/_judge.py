@@ -14,9 +14,7 @@ old code, the new code's next pass (and its retry) must:
    that also breaks rule 1, such a step is likely the missing one renamed: it is named in rule 1's
    finding rather than in one of its own.
 
-4. given the old code too, repeat a step the old code attempted (its effect may have happened)
-   with the same idempotency key on each service call the old code's repeat would make: under
-   another key the provider cannot tell the repeat from new work, and does it again.
+Given the old code too, :mod:`._compare` holds the new code's passes to the old code's.
 
 A run no pass could show this for (it ended before its pass came, each pass failed on a service's
 answer, or a pass never ended) is not judged, and says why.
@@ -24,17 +22,14 @@ answer, or a pass never ended) is not judged, and says why.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from driver import JobRun
 
-from .._trace import Trace
 from ._drive import PASS_BOUND_MS, PassSeen
 from ._verdict import (
-    KEY_CHANGED,
     NEW_STEP_FIRST,
     RAISES,
-    REMEDY_KEY,
     REMEDY_NAME,
     REMEDY_ORDER,
     REMEDY_READ,
@@ -104,8 +99,8 @@ def _never_called(
             step=f"step {held.name!r}",
             text=(
                 f"the run's ledger holds {held.said()}, and the new code's passes never call "
-                f"it (they called {_names(dict.fromkeys(called))}{ahead}): its effect would run "
-                "again under the new name"
+                f"it (they called {_names(dict.fromkeys(called))}{ahead}): what it did would "
+                "be done again, under a new name, or by other work the new code does here"
             ),
             remedy=REMEDY_NAME,
         )
@@ -169,49 +164,4 @@ def _new_steps_first(run: RunInFlight, passes: list[PassSeen]) -> dict[str, Depl
                 ),
                 remedy=REMEDY_ORDER,
             )
-    return findings
-
-
-#: A service call of a step: the step, and "SERVICE.OPERATION".
-StepCall = tuple[str, str]
-
-
-def calls_by_step(trace: Trace, runs: Iterable[str]) -> dict[str, dict[StepCall, str | None]]:
-    """For each of ``runs``, the idempotency key of the first call each step made to each
-    service operation in the world of ``trace`` (None: the call carried no key)."""
-    calls: dict[str, dict[StepCall, str | None]] = {run: {} for run in runs}
-    for event in trace.of("svc.send"):
-        made = calls.get(str(event.get("run")))
-        if made is not None and event.get("step") is not None:
-            made.setdefault((str(event["step"]), str(event["op"])), event.get("key"))
-    return calls
-
-
-def key_changes(
-    run: RunInFlight, old: Mapping[StepCall, str | None], new: Mapping[StepCall, str | None]
-) -> list[DeployFinding]:
-    """Rule 4: a step the old code attempted whose repeat the new code makes under another
-    idempotency key than the old code's repeat would (``old``, ``new``: each code's calls)."""
-    findings = []
-    for (step, operation), key in old.items():
-        held = run.held(step)
-        if held is None or held.done or (step, operation) not in new:
-            continue
-        changed = new[(step, operation)]
-        if changed == key:
-            continue
-        findings.append(
-            DeployFinding(
-                rule=KEY_CHANGED,
-                run=run,
-                step=f"step {step!r}",
-                text=(
-                    f"the run's ledger holds {held.said()}; the old code repeats its "
-                    f"{operation} under idempotency key {key!r}, the new code under {changed!r}: "
-                    "the service cannot tell the repeat from new work, so what the old attempt "
-                    "did may be done again"
-                ),
-                remedy=REMEDY_KEY,
-            )
-        )
     return findings

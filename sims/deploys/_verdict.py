@@ -14,9 +14,19 @@ _VERSION = (
     "until the old runs have ended)"
 )
 #: The remedy for each rule.
-REMEDY_NAME = f"keep the old step name, or {_VERSION}"
-REMEDY_READ = f"read the old shape too, or {_VERSION}"
+REMEDY_NAME = (
+    "keep the old step name; if the new code walks elsewhere, read the run's cursor and payload "
+    f"as the old code wrote them; or {_VERSION}"
+)
+REMEDY_READ = (
+    "read the old shape too, and keep writing it while the old code still serves (a rolling "
+    f"deploy runs both), or {_VERSION}"
+)
 REMEDY_ORDER = f"call new steps after the ones the old code recorded, or {_VERSION}"
+REMEDY_OTHER_WORK = (
+    "read the run's cursor and payload as the old code wrote them (and, while the old code still "
+    f"serves, write them so), or {_VERSION}"
+)
 REMEDY_KEY = (
     f"build the key as the old code did for the runs it began (from what the run holds), or "
     f"{_VERSION}"
@@ -27,6 +37,7 @@ STEP_NOT_CALLED = "step-not-called"
 RAISES = "raises"
 NEW_STEP_FIRST = "new-step-first"
 KEY_CHANGED = "key-changed"
+OTHER_WORK = "other-work"
 
 
 @attrs.frozen
@@ -55,6 +66,9 @@ class RunInFlight:
     #: Where it was read (the ``--runs`` value, or the file in a folder).
     source: str
     ledger: tuple[LedgerStep, ...] = ()
+    #: Whether a pass held the run when the source was taken (its lease begun): a process
+    #: killed mid-pass leaves it so, and the step that pass was in may have done its work.
+    held_by_a_pass: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -169,13 +183,13 @@ class DeployVerdict:
                     f"does not define: {listed}",
                 )
             )
-        if not self.old_jobs and any(not step.done for run in self.runs for step in run.run.ledger):
+        if self.runs and not self.old_jobs:
             lines.extend(
                 (
                     "",
-                    "not compared: the new code repeats steps the old code attempted (their "
-                    "effects may have happened); whether it repeats their calls under the same "
-                    "idempotency keys takes the old code: give --old FILE.py:NAME",
+                    "not compared: whether the new code repeats what the old code attempted under "
+                    "the same idempotency keys, and does the same outside work as the old code "
+                    "on each run, takes the old code: give --old FILE.py:NAME",
                 )
             )
         lines.extend(("", self.summary()))

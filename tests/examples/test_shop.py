@@ -253,7 +253,7 @@ def test_the_check_before_deploying_reports_the_renamed_step_on_a_folder_serve_l
         "the run's ledger holds 'charge' (done by the old code: whatever it does happened)" in out
     )
     assert "they called 'charge-card', 'receipt'" in out
-    assert "remedy: keep the old step name, or version the job" in out
+    assert "remedy: keep the old step name; if the new code walks elsewhere, read the run's" in out
     assert "4 runs in flight; 0 can go on under the new code; 4 cannot" in out
     code, out = before_deploy("ORDER_V2_FIXED", tmp_path)
     assert code == 0, out

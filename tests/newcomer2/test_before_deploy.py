@@ -17,7 +17,7 @@ OLD = "payouts.py:V1"
 def before_deploy(new: str, runs: Path, *extra: str) -> tuple[int, str]:
     done = sims("before-deploy", f"payouts.py:{new}", "--runs", str(runs), "--world", WORLD, *extra)
     assert done.returncode in (0, 1), done.stdout + done.stderr
-    return done.returncode, done.stdout
+    return done.returncode, done.stdout.replace("\n    ", " ")  # long lines unwrapped
 
 
 # -- bug 1: the cursor's shape -----------------------------------------------------------------
@@ -66,44 +66,35 @@ def test_rekey_without_old_is_only_a_note_and_exit_0(inflight: dict[str, Path]) 
     assert "give --old" in out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "MISS: a process SIGKILLed while p3's transfer was at the bank leaves no ledger row for "
-        "'pay p3' (record_step never came) but its lease on the run; v2's next pass pays p3 "
-        "again under 'B7/c1/p3' where v1's transfer used 'B7/p3'. before-deploy --old compares "
-        "keys only for steps the ledger holds as attempted, so it says '1 can go on' (exit 0). "
-        "The world finds the same window (DeployAfter after bank.transfer)."
-    ),
-)
 def test_rekey_reported_with_old_on_a_killed_pass(inflight: dict[str, Path]) -> None:
+    # A process SIGKILLed while p3's transfer was at the bank leaves no ledger row for 'pay p3'
+    # (its record never came), but its lease on the run: the step the dead pass was in is the
+    # first the old code's retry runs past the ledger, and its key is held to the old one.
     code, out = before_deploy("V2_REKEY", inflight["killed"], "--old", OLD)
     assert code == 1, out
+    assert "'pay p3' (the pass killed with the run was in it)" in out
+    assert "under idempotency key 'B7/p3'; the new code repeats it under 'B7/c1/p3'" in out
 
 
-def test_rekey_on_a_killed_pass_passes_today(inflight: dict[str, Path]) -> None:
-    """The miss above, pinned as it is (and the fix passes too)."""
-    for new in ("V2_REKEY", "V2_REKEY_FIXED"):
-        code, out = before_deploy(new, inflight["killed"], "--old", OLD)
-        assert code == 0, out
+def test_the_fixed_rekey_passes_on_a_killed_pass(inflight: dict[str, Path]) -> None:
+    code, out = before_deploy("V2_REKEY_FIXED", inflight["killed"], "--old", OLD)
+    assert code == 0, out
 
 
 # -- bug 3: a cursor misread in silence ------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "MISS: a run whose pass committed (int cursor 2) and whose next pass has not run holds "
-        "an empty ledger; v2 reads the int as 'start over' and walks p0, p1 again (the keys "
-        "stop the money, the counters say 7 of 5). Nothing raises, no ledger step is skipped, "
-        "so before-deploy says '1 can go on' even with --old, whose own next pass would have "
-        "called 'pay p2', 'pay p3'."
-    ),
-)
 def test_restart_reported_on_a_committed_run(inflight: dict[str, Path]) -> None:
+    # A pass committed (int cursor 2), the next not run: an empty ledger. v2 reads the int as
+    # "start over"; nothing raises and no ledger step is skipped, but its calls are not the old
+    # code's: other work, found by holding the new code's calls to the old code's (--old).
     code, out = before_deploy("V2_RESTART", inflight["committed"], "--old", OLD)
     assert code == 1, out
+    assert "bank.transfer key 'B7/p0'" in out
+    assert "where the old code's would make bank.transfer key 'B7/p2'" in out
+    assert "the new code does other work on this run" in out
+    code, out = before_deploy("V2_RESTART_FIXED", inflight["committed"], "--old", OLD)
+    assert code == 0, out
 
 
 @pytest.mark.parametrize("state", ["timeout", "killed"])
@@ -118,16 +109,12 @@ def test_restart_reported_where_the_ledger_holds_steps(
     assert code == 0, out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "MISLEADING: the finding for V2_RESTART says the ledger's step 'would run again under "
-        "the new name' and the remedy is 'keep the old step name', but no step was renamed: "
-        "the new code called v1's own names for another chunk (it misread the cursor)."
-    ),
-)
 def test_restart_finding_does_not_blame_a_rename(inflight: dict[str, Path]) -> None:
+    # The step the old code attempted is told apart by its calls: the new code makes none of
+    # them, under any name, so it is other work, not a rename. The step done makes no call on a
+    # retry (its memo answers), so its finding says both.
     code, out = before_deploy("V2_RESTART", inflight["timeout"], "--old", OLD)
     assert code == 1
-    assert "keep the old step name" not in out, out
-    assert "under the new name" not in out, out
+    assert "(bank.transfer key 'B7/p3'), the new code's passes neither call it" in out, out
+    assert "not a rename, the new code does other work on this run" in out, out
+    assert "would be done again, under a new name, or by other work the new code does here" in out

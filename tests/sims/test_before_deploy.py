@@ -115,9 +115,10 @@ def test_a_renamed_step_is_found_with_the_run_the_step_and_the_remedy(
         "), step 'reserve'\n  the run's ledger holds 'reserve' (done by the old code: whatever "
         "it does happened), and the new code's passes never call it (they called 'reserve-stock', "
         "'charge'; 'reserve-stock', which the ledger does not hold, comes before steps it holds): "
-        "its effect would run again under the new name\n  remedy: keep the old step "
-        "name, or version the job (register the new handler under a new job name and keep the "
-        "old handler until the old runs have ended)\n"
+        "what it did would be done again, under a new name, or by other work the new code does "
+        "here\n  remedy: keep the old step name; if the new code walks elsewhere, read the run's "
+        "cursor and payload as the old code wrote them; or version the job (register the new "
+        "handler under a new job name and keep the old handler until the old runs have ended)\n"
     ) in out
     assert out.rstrip().endswith(
         "3 runs in flight; 0 can go on under the new code; 2 cannot; 1 not checked (their jobs "
@@ -151,7 +152,8 @@ def test_a_release_that_raises_on_the_old_payload_is_found(
     assert (
         "in order_v2_raises over the run as the old code wrote it (its payload, its cursor or "
         "the results its ledger holds), so every pass of the run fails\n  remedy: read the old "
-        "shape too, or version the job"
+        "shape too, and keep writing it while the old code still serves (a rolling deploy runs "
+        "both), or version the job"
     ) in out
 
 
@@ -228,7 +230,7 @@ def test_new_code_in_a_file_of_its_own_is_loaded_as_a_world_file_is(
         "step 'send'\n  the run's ledger holds 'send' (attempted by the old code and failed: "
         in out
     )
-    assert "(they called 'post'): its effect would run again under the new name" in out
+    assert "(they called 'post'): what it did would be done again, under a new name" in out
 
 
 def test_nothing_in_flight_is_a_clean_check(
