@@ -222,11 +222,11 @@ def test_default_explore_finds_the_double_charge_of_the_deploy_and_nothing_in_th
     assert explore_plans("examples/shop/world.py:deploy-fixed", max_examples=150) is None
 
 
-def before_deploy(jobs: str, folder: Path) -> tuple[int, str]:
+def before_deploy(jobs: str, folder: Path, *extra: str) -> tuple[int, str]:
     done = subprocess.run(
         [
             *(sys.executable, "-m", "sims", "before-deploy", f"examples/shop/jobs.py:{jobs}"),
-            *("--runs", str(folder), "--world", "examples/shop/world.py:deploy"),
+            *("--runs", str(folder), "--world", "examples/shop/world.py:deploy", *extra),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -258,3 +258,11 @@ def test_the_check_before_deploying_reports_the_renamed_step_on_a_folder_serve_l
     code, out = before_deploy("ORDER_V2_FIXED", tmp_path)
     assert code == 0, out
     assert "4 runs in flight; 4 can go on under the new code; 0 cannot" in out
+    # Held to release 1's own passes (--old), the fixed release still goes on: its receipts say
+    # more, under the same keys, which is the same outside work.
+    old = ("--old", "examples/shop/jobs.py:ORDER_V1")
+    code, out = before_deploy("ORDER_V2_FIXED", tmp_path, *old)
+    assert code == 0, out
+    assert "not compared" not in out
+    code, out = before_deploy("ORDER_V2", tmp_path, *old)
+    assert code == 1, out
