@@ -219,6 +219,8 @@ def test_default_explore_finds_the_double_charge_of_the_deploy_and_nothing_in_th
     assert "the smallest failing plan has 1 fault" in found.stdout
     assert "charged 2 times" in found.stdout
     assert "DeployAfter(version='v2'" in found.stdout
+    # A deploy's world is a function of its seed: another process writes the same bytes.
+    assert "a fresh process reproduced it byte for byte" in found.stdout
     assert explore_plans("examples/shop/world.py:deploy-fixed", max_examples=150) is None
 
 
