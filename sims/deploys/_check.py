@@ -19,8 +19,8 @@ from scopehost import JobRunDump
 
 from ..runners._run import WorldOutcome, WorldSetup, run_world
 from ..scenarios._registry import ScenarioRef
-from ._compare import compared, done_over
-from ._drive import DRIVE, drive_next_passes, passes_over
+from ._compare import Done, compared, done_over
+from ._drive import DRIVE, PassSeen, drive_next_passes, passes_over
 from ._judge import judge_run
 from ._new_code import SEED, CheckWorld, as_definitions, check_world, load_jobs
 from ._sources import RunsSource, read_sources
@@ -36,13 +36,15 @@ def check_deploy(
 ) -> DeployVerdict:
     """Whether every run in flight in ``sources`` can go on under ``jobs``, the code about to
     ship (definitions, or ``"FILE.py:NAME"`` naming them). ``world`` is a scenario
-    (``FILE.py:NAME``) whose setup declares the services the new jobs call. ``old``, the code
-    running now (in the same forms), lets the check compare the idempotency keys each code's
-    repeat of an attempted step would use. Input that cannot be used is refused with
-    ``DeployInputError``, naming the value and the remedy."""
+    (``FILE.py:NAME``) whose setup declares the services the new jobs (and the old) call.
+    ``old``, the code running now (in the same forms), makes the check differential: the new
+    code's service calls are held to the old code's over the same runs (:mod:`._compare`).
+    Input that cannot be used is refused with ``DeployInputError``, naming the value and the
+    remedy."""
     definitions = load_jobs(jobs) if isinstance(jobs, str) else as_definitions(jobs, "jobs")
-    setting = check_world(definitions, world)
-    before = _old_code(old, world)
+    before = _old_code(old)
+    # One world setting for both codes: their worlds differ only in the code they run.
+    setting = check_world((*definitions, *before), world)
     read = read_sources(sources)
     defined = {(job.module_id, job.job) for job in definitions}
     in_flight = [run for source in read for run in runs_in_flight(source)]
@@ -59,30 +61,30 @@ def check_deploy(
     dumps = tuple(source.dump for source in read if source.dump.scope_id in scopes)
     ids = frozenset(run.run for run in checked)
     outcome = _run_the_world(definitions, setting, dumps, ids)
-    judged = _judged(outcome, checked)
+    passes = passes_over(outcome.trace, ids)
+    judged = _judged(outcome, checked, passes)
     if before:
-        old_outcome = _run_the_world(before, check_world(before, world), dumps, ids)
-        judged = _keys_compared(judged, old_outcome, outcome)
+        old_outcome = _run_the_world(before, setting, dumps, ids)
+        old_done = done_over(old_outcome.trace, passes_over(old_outcome.trace, ids))
+        judged = _held_to_the_old_code(judged, old_done, done_over(outcome.trace, passes))
     return attrs.evolve(verdict, runs=judged)
 
 
 def _old_code(
-    old: JobDefinition | Sequence[JobDefinition] | str | None, world: str | ScenarioRef | None
+    old: JobDefinition | Sequence[JobDefinition] | str | None,
 ) -> tuple[JobDefinition, ...]:
-    """The code running now, as given (none: the keys are not compared)."""
+    """The code running now, as given (none: nothing is held to it)."""
     if old is None:
         return ()
     return load_jobs(old, "--old") if isinstance(old, str) else as_definitions(old, "old")
 
 
-def _keys_compared(
-    judged: tuple[RunVerdict, ...], old: WorldOutcome, new: WorldOutcome
+def _held_to_the_old_code(
+    judged: tuple[RunVerdict, ...], old: dict[str, Done], new: dict[str, Done]
 ) -> tuple[RunVerdict, ...]:
     """Each run's verdict held to what the old code's passes did (:mod:`._compare`)."""
-    ids = [verdict.run.run for verdict in judged]
-    before, after = done_over(old.trace, ids), done_over(new.trace, ids)
     return tuple(
-        compared(verdict, before[verdict.run.run], after[verdict.run.run]) for verdict in judged
+        compared(verdict, old[verdict.run.run], new[verdict.run.run]) for verdict in judged
     )
 
 
@@ -126,7 +128,8 @@ def _run_the_world(
     return run_world(SEED, setup, drive, settles=False)
 
 
-def _judged(outcome: WorldOutcome, checked: list[RunInFlight]) -> tuple[RunVerdict, ...]:
-    passes = passes_over(outcome.trace, (run.run for run in checked))
+def _judged(
+    outcome: WorldOutcome, checked: list[RunInFlight], passes: dict[str, list[PassSeen]]
+) -> tuple[RunVerdict, ...]:
     rows = {row.id: row for rows in outcome.runs.values() for row in rows}
     return tuple(judge_run(run, passes[run.run], rows.get(run.run)) for run in checked)

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Mapping
 
 import attrs
 
 from .._trace import Trace
-from ._drive import PassSeen, passes_over
+from ._drive import PassSeen
 from ._verdict import (
     KEY_CHANGED,
     OTHER_WORK,
@@ -63,10 +63,10 @@ class Done:
     calls: tuple[Call, ...]
 
 
-def done_over(trace: Trace, runs: Iterable[str]) -> dict[str, Done]:
-    """What the code of ``trace``'s world did over each of ``runs``."""
-    listed = list(runs)
-    calls: dict[str, list[Call]] = {run: [] for run in listed}
+def done_over(trace: Trace, passes: Mapping[str, list[PassSeen]]) -> dict[str, Done]:
+    """What the code of ``trace``'s world did over each run of ``passes`` (its passes over
+    them, :func:`~._drive.passes_over`): those passes, and the calls they made."""
+    calls: dict[str, list[Call]] = {run: [] for run in passes}
     for event in trace.of("svc.send"):
         made = calls.get(str(event.get("run")))
         if made is None or event.get("step") is None:
@@ -74,8 +74,7 @@ def done_over(trace: Trace, runs: Iterable[str]) -> dict[str, Done]:
         key = event.get("key")
         known = f"key {key!r}" if key is not None else f"with {_short(event.get('args'))}"
         made.append(Call(str(event["step"]), str(event["op"]), key, known))
-    passes = passes_over(trace, listed)
-    return {run: Done(tuple(passes[run]), tuple(calls[run])) for run in listed}
+    return {run: Done(tuple(passes[run]), tuple(calls[run])) for run in passes}
 
 
 def _short(args: object) -> str:

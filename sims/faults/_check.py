@@ -123,8 +123,8 @@ def _deploy_problem(fault: Fault, drives: tuple[str, ...], versions: tuple[str, 
     if fault.version not in versions:
         have = ", ".join(versions) or "none (declare them in WorldSetup(versions=...))"
         return f"the world has no version {fault.version!r} of its jobs; its versions are {have}"
-    strangers = [drive for drive in fault.drives if drive not in drives]
-    if not isinstance(fault.drives, tuple) or strangers:
+    # Held to be a tuple first: anything else (a number, a str of letters) is no order of drives.
+    if not isinstance(fault.drives, tuple) or any(d not in drives for d in fault.drives):
         return (
             f"drives={fault.drives!r}; give a tuple of the world's drives ({', '.join(drives)}) "
             "in the order they restart, or () for every drive"

@@ -194,6 +194,10 @@ def test_a_job_registered_after_a_deploy_runs_the_version_on_the_restarted_drive
             Deploy(version="v2", at_ms=1.0, drives=("cron", "nightly")),
             "give a tuple of the world's drives (cron, alarm) in the order they restart",
         ),
+        (
+            Deploy(version="v2", at_ms=1.0, drives=5),  # type: ignore[arg-type]
+            "drives=5; give a tuple of the world's drives (cron, alarm) in the order they restart",
+        ),
         (Deploy(version="v2", at_ms=-1.0), "at_ms=-1.0; give a finite number of ms >= 0"),
         (
             DeployAfter(version="v2", drive="cron", operation="begin", nth=1, every_ms=-5.0),
