@@ -27,7 +27,12 @@ looked (no charge yet), and the cron charges too. This plan breaks it, every see
 ``charge-once`` is the fix: the body records the charge with ``record_effect_once``, ONE scope
 call in which the scope looks for the run's charge and writes it only if it is new, in one
 transaction that nothing can split. It stands for a payment provider that dedupes by an
-idempotency key. It holds under that plan and under every plan ``explore`` tries.
+idempotency key. It holds under that plan, and under every fault to the run's passes.
+
+It does not hold when the run is STARTED twice: its key is the run's (``RUN/charge``), and a start
+its caller sends again after the run ended makes a second run, which charges again. ``explore``
+finds that with one fault (``RepeatStart(drive='cron', nth=1, after_ms=21.0)``). A charge keyed by
+what the job is for, the order, holds there too: ``examples/payment_provider.py`` keys it so.
 """
 
 from __future__ import annotations
@@ -105,12 +110,23 @@ async def charge_once(ctx: JobPassContext) -> JobPassResult:
 
 
 def charged_once(trace: Trace) -> list[str]:
-    """Each run charges its card exactly once."""
+    """Each run key (module, job, instance: the work a start names) charges its card exactly once,
+    over all its runs: a start tried again after its reply was lost makes a second run of the same
+    work when the first had already ended, and the runs of one key are judged together."""
     landed = effects_in(trace)
+    runs: dict[str, list[str]] = {}
+    for event in trace.of("world.end"):
+        for rows in event["runs"].values():
+            for row in rows:
+                key = f"{row['module_id']}/{row['job']}/{row['instance']}"
+                runs.setdefault(key, []).append(str(row["id"]))
+    charged = {
+        key: sum(landed[effect_key(run, "charge")] for run in ids) for key, ids in runs.items()
+    }
     return [
-        f"run {event['run']} charged the card {landed[effect_key(event['run'], 'charge')]} times"
-        for event in trace.of("world.start")
-        if landed[effect_key(event["run"], "charge")] != 1
+        f"{key} (run {', '.join(runs[key])}) charged the card {times} times"
+        for key, times in charged.items()
+        if times != 1
     ]
 
 

@@ -25,8 +25,8 @@ body fails, and the next pass sends again); on ``receipt-once`` it finds none in
     python -m sims explore examples/mailer.py:receipt-once --examples 3000
 
 The checks are ready-made: ``at_most_once("mailer.send", key="order")`` (one receipt per order,
-whatever the runs) and ``once_per_done_run("mailer.send")`` (a run that ended done sent its
-receipt, once).
+whatever the runs) and ``once_per_done_run("mailer.send")`` (a run key one of whose runs ended
+done sent its receipt, once over all its runs: the runs a start made again are judged together).
 """
 
 from __future__ import annotations

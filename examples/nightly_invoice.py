@@ -3,8 +3,8 @@
 The job fetches a customer's orders, prices them and posts one invoice, each as a ledger step, so
 a pass that is retried skips the steps already done. Two drives (a cron and an alarm, on wires of
 their own latency) drive one scope; the fault plan drops the reply of the cron's first claim. The
-scenario's own check says the invoice is posted exactly once per run, whatever happened on the
-wire.
+scenario's own check says the invoice is posted exactly once per run key (the runs a start made
+again judged together), whatever happened on the wire.
 
 ``nightly-invoice`` posts with ``record_effect_once``: one scope call that posts only if this
 run's invoice is new, the look and the write in one transaction, as a ledger that dedupes by
@@ -96,13 +96,20 @@ async def nightly_invoice_look_first(ctx: JobPassContext) -> JobPassResult:
 
 
 def invoice_posted_once(trace: Trace) -> list[str]:
-    """Each run's invoice lands exactly once."""
-    started = {event["run"] for event in trace.of("world.start")}
+    """Each run key's invoice (module, job, instance: the work a start names) lands exactly once,
+    over all its runs: a start tried again after its reply was lost makes a second run of the same
+    work when the first had already ended, and the runs of one key are judged together."""
+    runs: dict[str, list[str]] = {}
+    for event in trace.of("world.end"):
+        for rows in event["runs"].values():
+            for row in rows:
+                key = f"{row['module_id']}/{row['job']}/{row['instance']}"
+                runs.setdefault(key, []).append(str(row["id"]))
     landed = effects_in(trace)
     return [
-        f"run {run}'s invoice was posted {landed[effect_key(run, 'post')]} times, not once"
-        for run in sorted(started)
-        if landed[effect_key(run, "post")] != 1
+        f"{key}'s invoice was posted {posted} times, not once, over run {', '.join(ids)}"
+        for key, ids in sorted(runs.items())
+        if (posted := sum(landed[effect_key(run, "post")] for run in ids)) != 1
     ]
 
 

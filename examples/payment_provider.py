@@ -187,30 +187,42 @@ MONEY = {"card.charge": 1, "bank.transfer": 1, "card.refund": -1}
 
 
 def paid_once(trace: Trace) -> list[UserFinding]:
-    """A run that ended done paid its order exactly once, by card charges and bank transfers that
-    took effect, less the refunds that took effect; a run that ended otherwise (it gave up on a
-    provider that stayed down) paid it at most once. One order per run here."""
-    ended = {
-        str(row["id"]): str(row["status"])
-        for event in trace.of("world.end")
-        for rows in event["runs"].values()
-        for row in rows
-    }
+    """An order one of whose runs ended done was paid exactly once, by card charges and bank
+    transfers that took effect, less the refunds that took effect; an order none of whose runs
+    ended done (they gave up on a provider that stayed down) was paid at most once. The runs of
+    one run key (here one key per order) are judged together: a start tried again after its reply
+    was lost makes a second run of the same order when the first had already ended, and the order
+    is paid once over both."""
+    key_of: dict[str, str] = {}
+    ended: dict[str, list[str]] = {}
+    for event in trace.of("world.end"):
+        for rows in event["runs"].values():
+            for row in rows:
+                key = f"{row['module_id']}/{row['job']}/{row['instance']}"
+                key_of[str(row["id"])] = key
+                ended.setdefault(key, []).append(str(row["status"]))
     paid: dict[str, int] = {}
-    moved_at: dict[str, float] = {}
+    moved: dict[str, tuple[float, str]] = {}
     for event in trace.of("svc.exec"):
         if event["effect"]:  # not a refusal, a repeat answered from its key, a refund of nothing
-            paid[event["run"]] = paid.get(event["run"], 0) + MONEY[event["op"]]
-            moved_at[event["run"]] = event["t"]
-    return [
-        UserFinding(
-            f"the run ended {status} and its order was paid {paid.get(run, 0)} times",
-            at_ms=moved_at.get(run),
-            run=run,
+            key = key_of.get(str(event["run"]), str(event["run"]))
+            paid[key] = paid.get(key, 0) + MONEY[event["op"]]
+            moved[key] = (event["t"], str(event["run"]))
+    found = []
+    for key, statuses in ended.items():
+        done = "done" in statuses
+        if paid.get(key, 0) == 1 or not (done or paid.get(key, 0) > 1):
+            continue
+        at_ms, run = moved.get(key, (None, None))
+        found.append(
+            UserFinding(
+                f"the order's {'run' if len(statuses) == 1 else f'{len(statuses)} runs'} ({key}) "
+                f"ended {', '.join(statuses)} and it was paid {paid.get(key, 0)} times",
+                at_ms=at_ms,
+                run=run,
+            )
         )
-        for run, status in ended.items()
-        if paid.get(run, 0) != 1 and (status == "done" or paid.get(run, 0) > 1)
-    ]
+    return found
 
 
 # -- the world ----------------------------------------------------------------------------------

@@ -400,9 +400,10 @@ async def test_the_readme_embedding_loop_ends_when_the_run_fails(
 def test_every_python_block_of_the_simulating_page_runs_as_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The page's blocks, in order: a world file, a drawn world added to the same file, a test
-    # that uses the fixture, a Hypothesis test, then fragments of a step body (the racy post and
-    # the atomic one), which parse. They are laid out as a user would lay them out (the world in
+    # The page's blocks, in order: a world file, a drawn world added to the same file, a
+    # fragment of a scenario with inputs (which parses), a test that uses the fixture, a
+    # Hypothesis test, then fragments of a step body (the racy post and the atomic one), which
+    # parse. They are laid out as a user would lay them out (the world in
     # worlds/billing.py beside the tests) and run from another folder, which is what the absolute
     # paths are for.
     # The Services section's own blocks are one more world file, run by
@@ -410,11 +411,12 @@ def test_every_python_block_of_the_simulating_page_runs_as_written(
     page = (ROOT / "docs" / "simulating-your-jobs.md").read_text(encoding="utf-8")
     services = re.search(r"^## Services: the job's outside world\n.*?(?=^## )", page, re.S | re.M)
     assert services is not None
-    world, drawn, fixture_test, hypothesis_test, *fragments = _PYTHON_BLOCK.findall(
+    world, drawn, inputs, fixture_test, hypothesis_test, *fragments = _PYTHON_BLOCK.findall(
         page.replace(services.group(0), "")
     )
+    assert "inputs=ORDERS" in inputs
     assert len(fragments) == 2
-    for fragment in fragments:
+    for fragment in (inputs, *fragments):
         ast.parse(fragment)
     (tmp_path / "worlds").mkdir()
     billing = tmp_path / "worlds" / "billing.py"

@@ -15,6 +15,7 @@ from .._numbers import whole_number
 from ..faults._plan import FAULT_KINDS, FaultPlan, plan_from_text
 from ..mutants._catalog import MUTANTS
 from ..runners._sweep import SHOWN_SEEDS
+from ..scenarios._registry import SIMPLEST, inputs_from_text
 from ..search._explore import DEFAULT_SECONDS, DEFAULT_WORLDS
 from ._before_deploy import add_before_deploy_command
 from ._check import add_check_command
@@ -144,6 +145,7 @@ def _add_run(commands: Any) -> None:
     run.add_argument("--trace", type=Path, help="write the trace here, as JSON lines")
     run.add_argument("--timeline", type=Path, help="write the timeline here, as HTML")
     run.add_argument("--plan", help="a FaultPlan(...) to use instead of the scenario's own")
+    run.add_argument("--inputs", metavar="JSON", help=_INPUTS_HELP)
     run.add_argument("--mutant", metavar="M", help="run on a deliberately broken store")
     run.add_argument(
         "--story-lines", type=whole_number, default=200, help="most story lines to print"
@@ -232,6 +234,12 @@ def _add_explore(commands: Any) -> None:
         "seed): FaultPlan((DelayLeg(...), ...))",
     )
     explore.add_argument(
+        "--inputs",
+        metavar="JSON",
+        help="with --plan: the inputs the failing world ran on (explore printed them with the "
+        "plan); without, the search starts from the scenario's simplest inputs",
+    )
+    explore.add_argument(
         "--max-faults", type=whole_number, default=4, help="most faults in one plan (default 4)"
     )
     explore.add_argument(
@@ -310,6 +318,24 @@ def checked_plan(text: str | None) -> FaultPlan | None:
     except TypeError as error:
         # A fault built with a missing or unknown keyword.
         raise UsageError(f"plan {text!r} does not build: {error}") from None
+
+
+#: What --inputs is, said in run's help.
+_INPUTS_HELP = (
+    "the scenario's inputs, as JSON (what explore prints with a finding); by default the "
+    "simplest its inputs strategy draws"
+)
+
+
+def checked_inputs(text: str | None) -> Any:
+    """The inputs ``--inputs`` gives (``SIMPLEST`` when it is left out), refused in a line that
+    says what to write when they are not JSON."""
+    if text is None:
+        return SIMPLEST
+    try:
+        return inputs_from_text(text)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def checked_output(path: Path | None, option: str) -> Path | None:

@@ -37,6 +37,7 @@ from ..runners._sweep import progress_bar, sweep
 from ..runners._words import one_line, python_name, shell_line, shell_word
 from ..scenarios._registry import (
     SCENARIOS,
+    SIMPLEST,
     Scenario,
     ScenarioRef,
     display_path,
@@ -54,6 +55,7 @@ from ._arguments import (
     budget_words,
     build_parser,
     checked_budget,
+    checked_inputs,
     checked_jobs,
     checked_mutant,
     checked_output,
@@ -123,6 +125,7 @@ def _list(arguments: argparse.Namespace) -> int:
 def _run(arguments: argparse.Namespace) -> int:
     scenario = find_scenario(arguments.scenario)
     plan = checked_plan(arguments.plan)
+    inputs = checked_inputs(arguments.inputs)
     mutant = checked_mutant(arguments.mutant)
     seed = parse_seed(arguments.seed)
     if arguments.story_lines < 0:
@@ -137,6 +140,7 @@ def _run(arguments: argparse.Namespace) -> int:
         plan=plan,
         mutant=mutant,
         observe=progress.observe if progress is not None else None,
+        inputs=inputs,
     )
     if progress is not None:
         progress.done()
@@ -236,6 +240,8 @@ def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> No
         print(f"  faults (--plan, replacing the scenario's own plan): {faults}")
     else:
         print(f"  faults: {faults}")
+    if simulation.inputs is not None:
+        print(f"  inputs: {simulation.inputs}")
     if simulation.mutant:
         print(f"  store: mutant {simulation.mutant} (a guard of the spec removed on purpose)")
     print("\nstory:")
@@ -400,7 +406,10 @@ def _replay(arguments: argparse.Namespace) -> int:
     scenario = find_scenario(ref)
     mutant = _recorded_mutant(path, begin, ref, plan)
     # Named as the trace names it, so that the new trace's world.begin spells it the same.
-    simulation = simulate(ref, int(begin["seed"]), plan=plan, mutant=mutant)
+    # The inputs as the trace recorded them (JSON values already; a trace without runs on the
+    # scenario's simplest, as it was written before inputs were recorded).
+    inputs = begin.get("inputs", SIMPLEST)
+    simulation = simulate(ref, int(begin["seed"]), plan=plan, mutant=mutant, inputs=inputs)
     _tell(simulation, scenario, story_limit=200)
     # The file's own bytes, not its events written out again: a trace whose line ends, spacing
     # or last newline were changed holds the same events in different bytes.
@@ -598,6 +607,7 @@ def _explore(arguments: argparse.Namespace) -> int:
     worlds, seconds = checked_budget(arguments.budget, arguments.examples)
     max_faults = checked_positive(arguments.max_faults, "--max-faults")
     start = checked_plan(arguments.plan)
+    inputs = checked_inputs(arguments.inputs)
     jobs = checked_jobs(arguments.jobs)
     here = jobs == 1 and arguments.scheduler is None
     progress = _explore_progress(f"searching {budget_words(worlds, seconds, cpu=here)}")
@@ -611,6 +621,7 @@ def _explore(arguments: argparse.Namespace) -> int:
                 max_seconds=seconds,
                 max_faults=max_faults,
                 start=start,
+                inputs=inputs,
                 jobs=jobs,
                 scheduler=arguments.scheduler,
                 stop=stop,

@@ -37,6 +37,7 @@ from ._plan import (
     LateRequest,
     PauseDrive,
     PctSchedule,
+    RepeatStart,
     ServiceOutage,
     StoreClockFault,
     UpstreamFailure,
@@ -146,6 +147,7 @@ def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> 
         | CrashAfter
         | EvictAfter
         | DeployAfter
+        | RepeatStart
     )
     if isinstance(fault, drive_faults) and fault.drive not in drives:
         return (
@@ -174,7 +176,8 @@ def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> 
         | HoldLeg
         | CrashAfter
         | EvictAfter
-        | DeployAfter,
+        | DeployAfter
+        | RepeatStart,
     ):
         problem = _whole(fault.nth, "nth")
         if problem is not None:
@@ -208,6 +211,9 @@ def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> 
         return problem
     if isinstance(fault, CrashAfter):
         return _duration(fault.down_ms, "down_ms")
+    if isinstance(fault, RepeatStart):
+        # 0 ms is a start sent twice at once: two clicks, both on the wire together.
+        return _duration(fault.after_ms, "after_ms")
     if isinstance(fault, PctSchedule):
         if type(fault.seed) is not int or fault.seed < 0:
             return f"seed={fault.seed!r}; give a whole number >= 0"

@@ -52,6 +52,27 @@ class LateRequest:
 
 
 @attrs.frozen(kw_only=True)
+class RepeatStart:
+    """The caller of ``drive``'s ``nth`` start (a ``start_or_join``, the scenario's or a
+    handler's ``ctx.start_run``) sends the same start again ``after_ms`` later: a user's second
+    click, or a client that never saw the first answer and tries again. A start joins only a live
+    run, so a repeat that lands after the run ended makes a new one."""
+
+    drive: str
+    nth: int
+    after_ms: float
+
+    @property
+    def operation(self) -> str:
+        """The call it repeats: what an unfired report counts the drive's calls of."""
+        return START_OPERATION
+
+
+#: The drive call a start is (``World.start``, ``ctx.start_run``).
+START_OPERATION = "start_or_join"
+
+
+@attrs.frozen(kw_only=True)
 class Evict:
     """Abort ``scope``'s actor at ``at_ms`` of virtual time."""
 
@@ -236,6 +257,7 @@ Fault: TypeAlias = (
     | ServiceOutage
     | Deploy
     | DeployAfter
+    | RepeatStart
 )
 FAULT_KINDS: tuple[type, ...] = (
     DelayLeg,
@@ -253,10 +275,14 @@ FAULT_KINDS: tuple[type, ...] = (
     ServiceOutage,
     Deploy,
     DeployAfter,
+    RepeatStart,
 )
 #: The faults that change the code a world's drives run: drawn and aimed only in a world that
 #: declares versions of its jobs (``WorldSetup.versions``).
 DEPLOY_KINDS: tuple[type, ...] = (Deploy, DeployAfter)
+#: The faults that only a world whose drives start runs can fire: drawn only when a draw is told
+#: the world has starts (``draw_plan(starts=True)``), so no other world's seed draws anew.
+START_KINDS: tuple[type, ...] = (RepeatStart,)
 #: What :func:`draw_plan` draws from when given no ``kinds``: the timed and leg faults it has
 #: always drawn, so a seed's plan stays the plan it was. The event faults and the PCT scheduler
 #: are drawn when named (the ``random`` world and the search name them).
@@ -326,6 +352,8 @@ def _hold_up_ms(fault: Fault) -> float:
         return fault.to_ms - fault.from_ms
     if isinstance(fault, StoreClockFault):
         return abs(fault.skew_ms)
+    if isinstance(fault, RepeatStart):
+        return fault.after_ms
     return 0.0
 
 
@@ -365,6 +393,7 @@ def draw_plan(
     kinds: tuple[type, ...] | None = None,
     services: Mapping[str, Sequence[str]] | None = None,
     versions: Sequence[str] = (),
+    starts: bool = False,
 ) -> FaultPlan:
     """A swarm draw: a random subset of ``kinds`` (by default :data:`DRAWN_BY_DEFAULT`, the
     timed and leg faults), then one to three faults of each. Narrow ``kinds`` to those the world
@@ -379,13 +408,19 @@ def draw_plan(
 
     ``versions`` (the names of ``WorldSetup.versions``) lets the draw deploy one of them
     (:class:`Deploy` and :class:`DeployAfter`, by default or when ``kinds`` names them); a world
-    without versions never draws a deploy, whatever ``kinds`` says: it has nothing to deploy."""
-    pool = _pool(kinds, services, versions)
+    without versions never draws a deploy, whatever ``kinds`` says: it has nothing to deploy.
+
+    ``starts`` (the world's drives start runs: ``World.start``, a handler's ``ctx.start_run``)
+    lets the draw strike the starts themselves: a leg fault, a late request, a held leg or a crash
+    after a call may name ``start_or_join``, and :class:`RepeatStart` is drawn too (by default, or
+    when ``kinds`` names it). Without ``starts`` a seed draws exactly the plan it always drew."""
+    pool = _pool(kinds, services, versions, starts)
     # Each kind in the pool is on with even odds, so a world sees few kinds at a time.
     enabled = [kind for kind in pool if rng.random() < 0.5]
     delays = boundary_delays(lease_ms, margin_ms)
-    # Without services this is OPERATIONS itself, so a seed's choices stay what they were.
-    calls = (*OPERATIONS, *_service_calls(services))
+    # Without services or starts this is OPERATIONS itself, so a seed's choices stay what they
+    # were.
+    calls = (*OPERATIONS, *_service_calls(services), *((START_OPERATION,) if starts else ()))
     faults: list[Fault] = []
     for kind in enabled:
         for _ in range(rng.randint(1, 3)):
@@ -475,6 +510,10 @@ def draw_plan(
             elif kind is PctSchedule:
                 faults.append(PctSchedule(seed=rng.randrange(2**16), depth=rng.randint(2, 4)))
                 break  # one scheduler
+            elif kind is RepeatStart:
+                # A second click at once, or after the run it started had time to end.
+                after = rng.choice((1.0, float(lease_ms), *delays[-3:]))
+                faults.append(RepeatStart(drive=drive, nth=rng.randint(1, 2), after_ms=after))
             elif kind in DEPLOY_KINDS:
                 faults.append(_deploy(rng, kind, versions, drive, calls, lease_ms, horizon_ms))
             elif kind is UpstreamFailure:
@@ -488,19 +527,23 @@ def _pool(
     kinds: tuple[type, ...] | None,
     services: Mapping[str, Sequence[str]] | None,
     versions: Sequence[str] = (),
+    starts: bool = False,
 ) -> tuple[type, ...]:
     """The kinds a draw may switch on: ``kinds``, or the default ones (with the outage when the
-    world has services, the deploys when it has versions); never a deploy without a version."""
+    world has services, the deploys when it has versions, the repeated start when it has
+    starts); never a deploy without a version, nor a repeated start without starts."""
     if kinds is None:
         pool = (*DRAWN_BY_DEFAULT, ServiceOutage) if services else DRAWN_BY_DEFAULT
-        return (*pool, *DEPLOY_KINDS) if versions else pool
+        pool = (*pool, *DEPLOY_KINDS) if versions else pool
+        return (*pool, *START_KINDS) if starts else pool
     pool = tuple(kinds)
     strangers = [kind for kind in pool if kind not in FAULT_KINDS]
     if strangers or not pool:
         raise ValueError(
             f"kinds={kinds!r}; give one or more of {', '.join(k.__name__ for k in FAULT_KINDS)}"
         )
-    return pool if versions else tuple(kind for kind in pool if kind not in DEPLOY_KINDS)
+    pool = pool if versions else tuple(kind for kind in pool if kind not in DEPLOY_KINDS)
+    return pool if starts else tuple(kind for kind in pool if kind not in START_KINDS)
 
 
 def _deploy(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -71,6 +72,9 @@ class Simulation:
     #: A store factory of the caller's own that the world ran on (``simulate(database=...)``, not
     #: one of ``MUTANTS``), by its Python name: no command line can name it.
     custom_store: str | None = None
+    #: The scenario's inputs this world ran on, as JSON text (what ``--inputs`` takes); None for
+    #: a scenario that takes none.
+    inputs: str | None = None
 
     @property
     def facts(self) -> Facts:
@@ -90,12 +94,16 @@ class Simulation:
         if self.custom_store is not None:
             return _on_own_store(self.scenario, self.seed, self.custom_store, self.plan)
         if not one_line(self.scenario):
-            call = python_replay_call(self.scenario, self.seed, plan=self.plan, mutant=self.mutant)
+            call = python_replay_call(
+                self.scenario, self.seed, plan=self.plan, mutant=self.mutant, inputs=self.inputs
+            )
             return (
                 f"{call} in Python: its scenario, {self.scenario!r}, holds a character that does "
                 "not print, which no one-line command can show as itself"
             )
-        return replay_command(self.scenario, self.seed, mutant=self.mutant, plan=self.plan)
+        return replay_command(
+            self.scenario, self.seed, mutant=self.mutant, plan=self.plan, inputs=self.inputs
+        )
 
 
 #: What a Python call names a store of the caller's own by when its name is not a plain name.
@@ -123,6 +131,7 @@ def python_replay_call(
     *,
     plan: str | None = None,
     mutant: str | None = None,
+    inputs: str | None = None,
 ) -> str:
     """``sims.simulate(...)`` that runs one world again, for a world no command line can run: on
     a store of the caller's own (``store``), or whose scenario no one-line command can show.
@@ -136,6 +145,9 @@ def python_replay_call(
         words.append(f"plan={plan_from_text(plan)!r}")
     if mutant is not None:
         words.append(f"mutant={_known_mutant(mutant)!r}")
+    if inputs is not None:
+        # Read back and written as a Python value: the call holds data, never the text as code.
+        words.append(f"inputs={json.loads(inputs)!r}")
     if store is not None:
         if not python_name(store):
             raise ValueError(
@@ -155,7 +167,12 @@ def _known_mutant(mutant: str) -> str:
 
 
 def replay_command(
-    scenario: str, seed: int, *, mutant: str | None = None, plan: str | None = None
+    scenario: str,
+    seed: int,
+    *,
+    mutant: str | None = None,
+    plan: str | None = None,
+    inputs: str | None = None,
 ) -> str:
     """``python -m sims run ...`` for one world, each word quoted for a POSIX shell (a
     ``ValueError`` for a word no one-line command can show)."""
@@ -164,6 +181,8 @@ def replay_command(
         words += ["--mutant", _known_mutant(mutant)]
     if plan is not None:
         words += ["--plan", plan]
+    if inputs is not None:
+        words += ["--inputs", inputs]
     return shell_line(words)
 
 

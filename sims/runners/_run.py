@@ -196,6 +196,9 @@ class WorldSetup:
     versions: Mapping[str, tuple[JobDefinition, ...]] = attrs.field(
         factory=dict, converter=_versions, validator=_check_version_services
     )
+    #: The scenario's inputs for this world (``world.inputs``): set by ``simulate`` from the
+    #: scenario's ``inputs`` strategy (its simplest value, or the value given), JSON values.
+    inputs: Any = attrs.field(default=None, eq=False)
 
     def check_plan(self, plan: FaultPlan | None = None) -> None:
         """Refuse ``plan`` (None: this world's own) with a one-line ``PlanError`` when a fault of
@@ -336,6 +339,7 @@ async def _hosted(
                 services=setup.services,
                 stretch_ms=stretch_ms,
                 versions=setup.versions,
+                inputs=setup.inputs,
             )
             world.schedule_faults()
             token = CURRENT_WORLD.set(world)

@@ -21,13 +21,16 @@ from ..oracle._report import CheckReport, Finding
 from ..scenarios import _catalog  # noqa: F401  (registers the scenarios)
 from ..scenarios._registry import (
     SCENARIOS,
+    SIMPLEST,
     Scenario,
     ScenarioRef,
     display_path,
     find_scenario,
+    inputs_text,
     loaded_world_sha256,
     returned_findings,
     returned_lines,
+    world_inputs,
 )
 from ._failures import with_failures
 from ._outcome import Simulation
@@ -64,6 +67,7 @@ def simulate(
     database: DatabaseFactory | None = None,
     keep_trace: bool | None = None,
     observe: Callable[[dict[str, Any]], None] | None = None,
+    inputs: Any = SIMPLEST,
 ) -> Simulation:
     """Run ``scenario`` (``NAME``, ``FILE.py:NAME`` or a :class:`ScenarioRef`) with ``seed``.
 
@@ -71,7 +75,9 @@ def simulate(
     only the invariants and the scenario's own checks). ``mutant`` names a deliberately broken
     store from ``MUTANTS`` (``database`` swaps in any store factory; a world on one of your own
     has no command line, so its ``replay_command`` is the Python call). ``observe`` sees every
-    event as it happens, kept or not."""
+    event as it happens, kept or not. ``inputs`` are the scenario's inputs for this world
+    (``world.inputs``; by default the simplest its ``inputs`` strategy draws), refused for a
+    scenario that takes none."""
     seed = require_seed(seed)
     ref = scenario if isinstance(scenario, ScenarioRef) else ScenarioRef.parse(scenario)
     found = find_scenario(ref)
@@ -82,6 +88,9 @@ def simulate(
             raise ValueError(f"mutant={mutant!r} and a database were both given; pass one")
         database = MUTANTS[mutant]
     setup = found.setup(seed)
+    inputs = world_inputs(found, inputs)
+    if found.inputs is not None:
+        setup = attrs.evolve(setup, inputs=inputs)
     if plan is not None:
         setup = attrs.evolve(setup, plan=plan)
     if database is not None:
@@ -103,6 +112,9 @@ def simulate(
         # run on another store and reported as a world that came out differently.
         "mutant": mutant_name if custom_store is None else custom_store,
     }
+    if found.inputs is not None:
+        # Recorded only for a scenario that takes inputs: every other world's trace is as it was.
+        meta["inputs"] = inputs
     if ref.path is not None:
         # What replay holds a file to before it runs it: a trace is data, and names a file.
         meta["world_sha256"] = loaded_world_sha256(ref.path)
@@ -120,6 +132,7 @@ def simulate(
         mutant=mutant_name,
         plan=repr(plan) if plan is not None else None,
         custom_store=custom_store,
+        inputs=None if found.inputs is None else inputs_text(inputs),
     )
     # A replaced plan is not held to the scenario's documented outcome. Its faults are held to
     # firing all the same, by the one rule every entry point (run, sweep, sims_worlds) shares: a

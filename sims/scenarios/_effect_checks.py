@@ -118,39 +118,78 @@ def at_most_once(call: str, *, key: str) -> Check:
     return check
 
 
+@attrs.frozen
+class _Ended:
+    """What the world's end says of one run: the key its start named, and how it ended."""
+
+    key: tuple[str, ...]
+    status: str
+
+
+def _ended_runs(trace: Trace) -> dict[str, _Ended]:
+    """Each run the world ended with, by id, with its run key: its scope, module, job and instance
+    (the work a start names). A start tried again after its reply was lost makes a second run of
+    the same key when the first had already ended, so a key can have several runs."""
+    ended: dict[str, _Ended] = {}
+    for event in trace.of("world.end"):
+        for scope, rows in event["runs"].items():
+            for row in rows:
+                key = (str(scope), str(row["module_id"]), str(row["job"]), str(row["instance"]))
+                ended[str(row["id"])] = _Ended(key, str(row["status"]))
+    return ended
+
+
 def once_per_done_run(call: str) -> Check:
-    """A check: every run that ended ``done`` had exactly one effect of ``call``
-    (``"SERVICE.OPERATION"``): not none (a payment lost), not two (a double charge). A run that
-    ended otherwise is held to at most one."""
+    """A check: every run key (module, job, instance: the work a start names) one of whose runs
+    ended ``done`` had exactly one effect of ``call`` (``"SERVICE.OPERATION"``) across all its
+    runs: not none (a payment lost), not two (a double charge). A key none of whose runs ended done
+    is held to at most one. The runs of one key are judged together because a start tried again
+    (its reply lost after the first run had already ended) makes a second run of the same work: a
+    job that keys its effect by the order makes it once over both, one that keys it by the run id
+    makes it twice, and is caught."""
     _check_call(call)
 
     def check(trace: Trace) -> list[UserFinding]:
-        ended: dict[str, str] = {}
-        for event in trace.of("world.end"):
-            for rows in event["runs"].values():
-                ended.update({str(row["id"]): str(row["status"]) for row in rows})
-        by_run: dict[str, list[_Effect]] = {run: [] for run in ended}
+        ended = _ended_runs(trace)
+        scopes = {run.key[0] for run in ended.values()}
+        runs_of: dict[tuple[str, ...], list[str]] = {}
+        for run, its in ended.items():
+            runs_of.setdefault(its.key, []).append(run)
+        by_key: dict[tuple[str, ...], list[_Effect]] = {key: [] for key in runs_of}
         for effect in _effects(trace, call):
-            by_run.setdefault(effect.run, []).append(effect)
+            # A run the world's end does not list (never the case in a world that ended) is a
+            # key of its own: nothing says which work it was.
+            key = ended[effect.run].key if effect.run in ended else ("?", effect.run)
+            runs_of.setdefault(key, [effect.run] if key[0] == "?" else [])
+            by_key.setdefault(key, []).append(effect)
         found: list[UserFinding] = []
         end = trace.events[-1]["t"] if trace.events else 0.0
-        for run, effects in by_run.items():
-            status = ended.get(run, "unknown")
+        for key, effects in by_key.items():
+            runs = runs_of[key]
+            statuses = [ended[run].status if run in ended else "unknown" for run in runs]
+            said = ", ".join(
+                f"run {short(run)} {status}" for run, status in zip(runs, statuses, strict=True)
+            )
+            if key[0] == "?":
+                named = f"run {short(key[1])}'s key (not in the world's end; {said})"
+            else:
+                where = f" in scope {key[0]}" if len(scopes) > 1 else ""
+                named = f"key {'/'.join(key[1:])}{where} ({said})"
             if len(effects) > 1:
                 calls = "; ".join(effect.said() for effect in effects)
                 found.append(
                     UserFinding(
-                        f"run {short(run)} ({status}) took {call} {len(effects)} times: {calls}",
+                        f"{named} took {call} {len(effects)} times: {calls}",
                         at_ms=effects[1].at_ms,
-                        run=run,
+                        run=effects[1].run,
                     )
                 )
-            elif not effects and status == "done":
+            elif not effects and "done" in statuses:
                 found.append(
                     UserFinding(
-                        f"run {short(run)} ended done and {call} never took effect",
+                        f"{named} ended done and {call} never took effect",
                         at_ms=end,
-                        run=run,
+                        run=runs[statuses.index("done")],
                     )
                 )
         return found

@@ -13,18 +13,25 @@ reference (a path and a name, both strings, so it pickles) and loads the file ag
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import importlib.util
+import json
 import os
 import reprlib
 import sys
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
+from random import Random
 from types import CodeType, FrameType, ModuleType
 from typing import Any
 
 import attrs
+from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
 
+from .._seeded import seed_only
 from .._trace import Trace
 from ..faults._plan import (
     NO_FAULTS,
@@ -34,6 +41,7 @@ from ..oracle._report import UserFinding
 from ..runners._outcome import Simulation
 from ..runners._run import WorldSetup
 from ..world._world import World
+from ._instrument import loading_users_code, users_loader
 
 SCOPE = "scope-1"
 LEASE_MS = 1_000
@@ -142,6 +150,10 @@ class Scenario:
     failures_expected: bool = False
     #: The file that defines the scenario (absolute); None for a built-in scenario.
     source: str | None = None
+    #: What the scenario's worlds may vary besides their faults (payloads, the services'
+    #: starting state, how many runs and when): a Hypothesis strategy of JSON values, read by
+    #: the drive as ``world.inputs``; None for a scenario whose inputs are fixed.
+    inputs: st.SearchStrategy[Any] | None = attrs.field(default=None, eq=False)
 
     @property
     def ref(self) -> ScenarioRef:
@@ -163,6 +175,7 @@ def scenario(
     settles: bool = True,
     faults_must_fire: bool = True,
     failures_expected: bool = False,
+    inputs: st.SearchStrategy[Any] | None = None,
 ) -> Callable[[Drive], Drive]:
     """Register the decorated world-driving function as scenario ``name`` (one word, once in a
     file).
@@ -177,6 +190,11 @@ def scenario(
     end failed and its handlers may raise exceptions of their own; otherwise each is a finding
     (``handler-raised``, ``run-failed``), named by type, file and line.
 
+    ``inputs`` is a Hypothesis strategy of JSON values (dicts with string keys, lists, strings,
+    whole numbers, finite floats, booleans, None): what the world may vary besides its faults.
+    The drive reads the value as ``world.inputs``; a world given none gets the strategy's simplest
+    value, and explore draws others, with the plans, and shrinks both.
+
     A scenario defined in a user's file is run as ``python -m sims run FILE.py:NAME``."""
     if not is_scenario_name(name):
         raise ValueError(
@@ -186,6 +204,11 @@ def scenario(
         )
     make_setup = _setup_of(setup)
     checks = tuple(checks)
+    if inputs is not None and not isinstance(inputs, st.SearchStrategy):
+        raise ValueError(
+            f"scenario {name!r} has inputs={_shown(inputs)}; give a Hypothesis strategy of JSON "
+            "values, as inputs=st.fixed_dictionaries({'orders': st.integers(1, 3)})"
+        )
 
     def register(drive: Drive) -> Drive:
         # The docstring's reST literals (``x``) read as `x` on a terminal.
@@ -215,10 +238,111 @@ def scenario(
             faults_must_fire=faults_must_fire,
             failures_expected=failures_expected,
             source=source,
+            inputs=inputs,
         )
         return drive
 
     return register
+
+
+class Given(enum.Enum):
+    """What a world runs on when its caller gives it no inputs (an enum member, so that it
+    pickles as itself and a drawn ``None`` stays a value of its own)."""
+
+    #: The scenario's simplest inputs (:func:`simplest_inputs`); no inputs for a scenario that
+    #: takes none.
+    SIMPLEST = "simplest"
+
+
+SIMPLEST = Given.SIMPLEST
+
+
+def world_inputs(found: Scenario, given: Any = SIMPLEST) -> Any:
+    """The inputs ``found``'s world runs on: ``given``, else the scenario's simplest, as JSON
+    reads them back (a tuple is a list), so that a world given them as Python values and the
+    same world given them as ``--inputs`` text are one world. None for a scenario that takes
+    none; refused for inputs given to one."""
+    if found.inputs is None:
+        if given is not SIMPLEST:
+            raise ValueError(
+                f"scenario {found.ref} takes no inputs, and was given {_shown(given)}; declare "
+                "what may vary with @scenario(..., inputs=STRATEGY), or leave the inputs out"
+            )
+        return None
+    value = simplest_inputs(found) if given is SIMPLEST else given
+    return json.loads(inputs_text(value, found))
+
+
+def inputs_text(value: Any, found: Scenario | None = None) -> str:
+    """``value`` as JSON text, in one line (what ``--inputs`` takes and a command prints), or a
+    ValueError that names the value and what inputs must be."""
+    whose = f" of scenario {found.ref}" if found is not None else ""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise ValueError(
+            f"the inputs{whose}, {_shown(value)}, are not JSON ({error}); inputs are dicts with "
+            "string keys, lists, strings, whole numbers, finite floats, booleans and None, so "
+            "that a command line can give them back: draw them from strategies of those"
+        ) from None
+
+
+def given_inputs(text: str | None) -> Any:
+    """The inputs a search carries as JSON text (None: the scenario's simplest), as
+    :func:`~sims.runners._simulate.simulate` takes them."""
+    return SIMPLEST if text is None else json.loads(text)
+
+
+def inputs_from_text(text: str) -> Any:
+    """The inputs ``--inputs`` gives, read as JSON, or a ValueError that says what to write."""
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except ValueError as error:
+        raise ValueError(
+            f"--inputs {text!r} is not JSON ({error}); write the inputs as the command explore "
+            """printed prints them, e.g. --inputs '{"orders": 2}'"""
+        ) from None
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is no JSON number: inputs hold finite numbers only")
+
+
+#: Each scenario's simplest inputs, found once per process (by its strategy's identity).
+_SIMPLEST: dict[int, tuple[st.SearchStrategy[Any], str]] = {}
+
+
+def simplest_inputs(found: Scenario) -> Any:
+    """The simplest value of ``found``'s inputs strategy, as Hypothesis shrinks towards it: the
+    same in every process (the search is fixed: no database, a fixed seed, the draws depending
+    on nothing but that seed)."""
+    strategy = found.inputs
+    assert strategy is not None
+    cached = _SIMPLEST.get(id(strategy))
+    if cached is None or cached[0] is not strategy:
+        try:
+            with seed_only():
+                value = find(
+                    strategy,
+                    lambda _: True,
+                    settings=settings(
+                        max_examples=10,
+                        database=None,
+                        deadline=None,
+                        phases=(Phase.generate, Phase.shrink),
+                        suppress_health_check=list(HealthCheck),
+                    ),
+                    random=Random(0),
+                )
+        except NoSuchExample:
+            raise ValueError(
+                f"the inputs strategy of scenario {found.ref} draws no value at all (is it "
+                "filtered to nothing?); give one that draws JSON values"
+            ) from None
+        cached = (strategy, inputs_text(value, found))
+        _SIMPLEST[id(strategy)] = cached
+    return json.loads(cached[1])
 
 
 def is_scenario_name(name: object) -> bool:
@@ -378,7 +502,11 @@ def load_file(path: str | Path) -> dict[str, Scenario]:
     # A private module name per file, so two files with one stem do not collide; the file's
     # folder goes on the path so that it can import its neighbours.
     module_name = _module_name(key)
-    spec = importlib.util.spec_from_file_location(module_name, resolved)
+    # Compiled with probes in its branches, as are the user's modules it imports while it loads
+    # (explore measures which a world took: sims/scenarios/_instrument.py).
+    spec = importlib.util.spec_from_file_location(
+        module_name, resolved, loader=users_loader(module_name, str(resolved))
+    )
     if spec is None or spec.loader is None:
         raise ValueError(f"{shown} cannot be loaded as Python; name a .py file")
     module = importlib.util.module_from_spec(spec)
@@ -389,7 +517,8 @@ def load_file(path: str | Path) -> dict[str, Scenario]:
     # if the file changes later in the process; replay runs a file only when this hash matches.
     _SHA256[key] = file_sha256(resolved)
     try:
-        spec.loader.exec_module(module)
+        with loading_users_code():
+            spec.loader.exec_module(module)
     except Exception as error:
         sys.modules.pop(module_name, None)
         _FILES.pop(key, None)

@@ -12,6 +12,10 @@ crashes after a call, requests given up on, with delays in the call's own terms 
 caller's timeout, the timeout plus the service's latency: :meth:`WorldShape.service_delays`),
 and each service's outages over windows of its calls. Never an eviction after a service call:
 it runs in no scope.
+
+A world whose drives start runs (every world but one that restores its runs) gets its starts
+struck as calls, last of all: a start lost, given up on and delivered late, or sent again by its
+caller, landing before, during and after the run it made (:meth:`StartCall.landing_ms`).
 """
 
 from __future__ import annotations
@@ -38,11 +42,12 @@ from ..faults._plan import (
     LateRequest,
     PauseDrive,
     PctSchedule,
+    RepeatStart,
     ServiceOutage,
     StoreClockFault,
     UpstreamFailure,
 )
-from ._shape import ServiceCall, WorldShape
+from ._shape import ServiceCall, StartCall, WorldShape
 
 
 def _call(shape: WorldShape) -> st.SearchStrategy[tuple[str, str, int]]:
@@ -134,11 +139,16 @@ def service_leg_faults(shape: WorldShape) -> st.SearchStrategy[Fault]:
 
 
 def outage_faults(shape: WorldShape) -> st.SearchStrategy[Fault]:
-    """A service down over one of its windows (:meth:`WorldShape.outage_windows`)."""
+    """A service down over one of its windows (:meth:`WorldShape.outage_windows`), or from just
+    after one of its calls ran until a moment of its own time or the retry schedule
+    (:meth:`WorldShape.own_time_windows`)."""
     windows = [
         ServiceOutage(service=service.name, from_ms=begin, to_ms=end)
         for service in shape.services
-        for begin, end in shape.outage_windows(service.name)
+        for begin, end in (
+            *shape.outage_windows(service.name),
+            *shape.own_time_windows(service.name),
+        )
     ]
     return st.sampled_from(windows)
 
@@ -268,6 +278,27 @@ def other_faults(shape: WorldShape) -> st.SearchStrategy[Fault]:
     )
 
 
+def start_faults(shape: WorldShape) -> st.SearchStrategy[Fault]:
+    """A start of the clean world struck as a call: given up on by its caller and delivered
+    late, or sent again, landing before, during or after the run it made; or a leg of it lost."""
+    again_ms = shape.start_again_ms()
+    op = "start_or_join"
+
+    def struck(start: StartCall) -> st.SearchStrategy[Fault]:
+        drive, nth = start.drive, start.nth
+        landings = st.sampled_from(start.landing_ms(shape.horizon_ms, again_ms))
+        return st.one_of(
+            st.builds(lambda ms: LateRequest(drive=drive, operation=op, nth=nth, ms=ms), landings),
+            st.builds(lambda ms: RepeatStart(drive=drive, nth=nth, after_ms=ms), landings),
+            st.builds(
+                lambda leg: DropLeg(drive=drive, operation=op, nth=nth, leg=leg),
+                st.sampled_from(("reply", "request")),
+            ),
+        )
+
+    return st.sampled_from(shape.starts).flatmap(struck)
+
+
 def aimed_plans(
     shape: WorldShape, *, max_faults: int = 4, kinds: str = "all"
 ) -> st.SearchStrategy[FaultPlan]:
@@ -284,6 +315,8 @@ def aimed_plans(
         parts.append(leg_faults(shape))
         if services:
             parts.append(service_leg_faults(shape))
+        if shape.starts:
+            parts.append(start_faults(shape))
     if kinds == "all":
         parts.append(other_faults(shape))
         if shape.services:

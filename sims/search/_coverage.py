@@ -10,6 +10,11 @@ counts them, steers towards the rare ones, and reports them.
 A world with versions of its jobs has the windows of a deploy: a pass of one version over the
 steps another ran, and the old code serving after a deploy began.
 
+A world of the user's own file is measured too: the arcs of the user's code it took (its
+handlers', step bodies', service operations' and checks' lines and branches, :mod:`._user_code`)
+are features like the others, so a world that took a rare branch is a rare world; a clean
+result lists the branches of the user's code no world took.
+
 A world with services has windows of its own (a call that timed out, a reply that came after its
 caller gave up, a request that ran after it, a refusal), and the report says how many service
 calls the faults struck. A held leg released by its time limit is counted apart: its event never
@@ -28,6 +33,7 @@ from .._numbers import plural
 from ..faults._plan import ServiceOutage
 from ..runners._outcome import Simulation
 from ..world._marks import marks_in
+from ._user_code import CODE, SHOWN_BRANCHES, UNMEASURED, code_arcs, untaken_branches
 
 #: Trace events that mean a world entered one of the spec's windows, with how a report names them.
 _WINDOW_EVENTS = {
@@ -176,8 +182,13 @@ class Coverage:
     struck: Counter[str] = attrs.field(factory=Counter)
     #: How many worlds had a service call struck.
     struck_worlds: int = 0
+    #: The features of the first world counted: a search's clean world, what a fault's world is
+    #: compared with to see whether it opened a new path of the user's code.
+    first: frozenset[str] = frozenset()
 
     def add(self, features: frozenset[str], *, struck: Counter[str] | None = None) -> None:
+        if not self.worlds:
+            self.first = features
         self.worlds += 1
         self.counts.update(features)
         if struck:
@@ -185,11 +196,14 @@ class Coverage:
             self.struck_worlds += 1
 
     def rarity(self, features: frozenset[str]) -> float:
-        """How rare ``features`` are so far: which single faults the search combines first."""
+        """How rare ``features`` are so far: which single faults the search combines first. An arc
+        of the user's code counts only when some world counted did not take it: the arcs every
+        world takes (most of them) say nothing of this one."""
         return sum(
             1.0 / (1 + self.counts[f])
             for f in features
             if f.startswith(("window:", "mark:", "probe:"))
+            or (f.startswith(CODE) and self.counts[f] < self.worlds)
         )
 
     def of(self, prefix: str) -> dict[str, int]:
@@ -252,3 +266,27 @@ class Coverage:
             never = self.marks_never_held()
             if never:
                 yield "  marks never reached: " + ", ".join(never)
+        yield from self.code_lines()
+
+    def code_lines(self) -> Iterator[str]:
+        """The user's branches no world took (the first few, and how many more), or why the
+        user's code was not measured."""
+        unmeasured = self.of(UNMEASURED)
+        if unmeasured:
+            yield (
+                f"  your code was not measured in {plural(sum(unmeasured.values()), 'world')}: "
+                + ("; ".join(unmeasured))
+            )
+        taken = code_arcs(self.counts)
+        if not taken:
+            return
+        untaken = untaken_branches(taken)
+        if not untaken:
+            yield "  your code's branches: every way of every branch the worlds came to was taken"
+            return
+        more = len(untaken) - SHOWN_BRANCHES
+        yield f"  your code's branches no world took ({len(untaken)}):"
+        for branch in untaken[:SHOWN_BRANCHES]:
+            yield f"    {branch.words()}"
+        if more > 0:
+            yield f"    and {more} more"

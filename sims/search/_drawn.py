@@ -14,6 +14,12 @@ number of workers.
 Each round is a ``find`` of its own with its own seed: a bounded number of plans each (so a long
 search holds one round's data, not Hypothesis's record of every plan it ever drew), and no plan
 the search already ran (the same plan again teaches it nothing).
+
+A scenario with inputs (``@scenario(inputs=...)``) has them drawn with the plans: each round
+draws (inputs, plan) pairs, :class:`Varied`, from the one strategy, so Hypothesis shrinks both
+together. Drawn with no faults at all (``inputs_only``), the rounds are the search's early stage
+of inputs alone: a bug that needs no fault, only inputs such as two orders sharing an address, is
+found there for the cost of a few dozen clean worlds.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from random import Random
+from typing import Any, TypeAlias
 
 import attrs
 from hypothesis import HealthCheck, Phase, find, settings
@@ -30,7 +37,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from .._seeded import seed_only
-from ..faults._plan import FaultPlan
+from ..faults._plan import NO_FAULTS, FaultPlan
+from ..scenarios._registry import inputs_text
 from ._aimed import aimed_plans
 from ._shape import WorldShape
 
@@ -39,11 +47,33 @@ from ._shape import WorldShape
 ONE_FAULT_PLANS = 200
 #: How many plans each later round draws.
 ROUND_PLANS = 100
+#: The most worlds of inputs alone, with no fault, the search's early stage runs.
+INPUTS_ONLY_WORLDS = 50
 #: The fewest plans a round draws.
 _FEWEST = 50
 #: How many plans the search remembers having run, so as not to run one again (the oldest are
 #: forgotten first: a long search's memory stays flat).
 REMEMBERED = 100_000
+
+
+@attrs.frozen
+class Varied:
+    """A plan to run on inputs of its own: the scenario's inputs as JSON text (hashable, and one
+    text for one value in every process), with the plan."""
+
+    inputs: str
+    plan: FaultPlan
+
+
+#: What a search runs a world under: a plan (on the search's current inputs), or a plan with
+#: inputs of its own.
+Trial: TypeAlias = FaultPlan | Varied
+
+
+def _varied(pair: tuple[Any, FaultPlan]) -> Varied:
+    """What Hypothesis drew, as the search runs it; a drawn value that is not JSON is refused
+    with the remedy (:func:`inputs_text`)."""
+    return Varied(inputs_text(pair[0]), pair[1])
 
 
 class Stopped(BaseException):
@@ -54,7 +84,8 @@ class Stopped(BaseException):
 
 @attrs.frozen
 class Round:
-    """One ``find``: plans of up to ``max_faults`` faults, drawn with ``seed``, at most ``size``."""
+    """One ``find``: plans of up to ``max_faults`` faults (none: inputs alone), drawn with
+    ``seed``, at most ``size``."""
 
     max_faults: int
     seed: int
@@ -71,7 +102,7 @@ class Tried:
         # deletions left, so past the bound every plan cost more (400 000 plans took 115 s).
         self._digests: OrderedDict[bytes, None] = OrderedDict()
 
-    def add(self, plan: FaultPlan) -> bool:
+    def add(self, plan: Trial) -> bool:
         """Remember ``plan``; False when it was remembered already."""
         digest = hashlib.blake2b(repr(plan).encode(), digest_size=12).digest()
         if digest in self._digests:
@@ -107,20 +138,47 @@ class Drawn:
     tried: Tried
     #: Raises :class:`Stopped` when the search must stop (the time budget, Ctrl-C).
     check: Callable[[], None]
+    #: The scenario's inputs strategy, drawn with each plan (None: the plans alone).
+    inputs: st.SearchStrategy[Any] | None = None
+    #: Draw inputs alone, each with no fault, in one round (the search's early stage).
+    inputs_only: bool = False
     #: Whether a round of several faults drew no plan the search had not run: nothing new left.
     exhausted: bool = False
     #: The round each plan of the last two rounds came from (older plans are forgotten).
-    _origin: dict[FaultPlan, Round] = attrs.field(factory=dict)
-    _previous: dict[FaultPlan, Round] = attrs.field(factory=dict)
+    _origin: dict[Trial, Round] = attrs.field(factory=dict)
+    _previous: dict[Trial, Round] = attrs.field(factory=dict)
     #: Each strategy built once: Hypothesis validates a new one, at a cost, in every round.
-    _strategies: dict[int, st.SearchStrategy[FaultPlan]] = attrs.field(factory=dict)
+    _strategies: dict[int, st.SearchStrategy[Any]] = attrs.field(factory=dict)
 
-    def _strategy(self, max_faults: int) -> st.SearchStrategy[FaultPlan]:
+    def _strategy(self, max_faults: int) -> st.SearchStrategy[Any]:
+        """Plans of up to ``max_faults`` faults; with inputs, (inputs, plan) pairs, drawn as
+        they come (made :class:`Varied` by :func:`_trial`, so a value that is not JSON is told
+        as the user's mistake, not taken by Hypothesis for a failing example)."""
         if max_faults not in self._strategies:
-            self._strategies[max_faults] = aimed_plans(self.shape, max_faults=max_faults)
+            plans = (
+                st.just(NO_FAULTS)
+                if max_faults == 0
+                else aimed_plans(self.shape, max_faults=max_faults)
+            )
+            self._strategies[max_faults] = (
+                plans if self.inputs is None else st.tuples(self.inputs, plans)
+            )
         return self._strategies[max_faults]
 
+    def _trial(self, drawn: Any) -> Trial:
+        if self.inputs is None:
+            assert isinstance(drawn, FaultPlan)
+            return drawn
+        return _varied(drawn)
+
     def plans(self) -> Iterator[FaultPlan]:
+        """The plans of a search whose scenario takes no inputs (:meth:`trials`, typed so)."""
+        for trial in self.trials():
+            assert isinstance(trial, FaultPlan), "a scenario with inputs: read trials()"
+            yield trial
+
+    def trials(self) -> Iterator[Trial]:
+        """The plans (with inputs, for a scenario that takes them), round by round."""
         yielded = 0
         for round_ in self._rounds():
             wanted = self.most - yielded
@@ -130,7 +188,8 @@ class Drawn:
             # round of nothing new must mean there is nothing new. Its size is kept: it steers
             # Hypothesis, and the round is drawn again at the same size to shrink.
             round_ = attrs.evolve(round_, size=min(round_.size, max(wanted, _FEWEST)))
-            fresh = [plan for plan in self._draw(round_) if plan][:wanted]  # the clean world ran
+            # The clean world ran (a plan of no faults on inputs of its own has not).
+            fresh = [plan for plan in self._draw(round_) if _new(plan)][:wanted]
             if not fresh and round_.max_faults > 1:
                 self.exhausted = True
                 return
@@ -139,18 +198,22 @@ class Drawn:
             yield from fresh
 
     def _rounds(self) -> Iterator[Round]:
+        if self.inputs_only:
+            yield Round(max_faults=0, seed=0, size=min(self.most, INPUTS_ONLY_WORLDS))
+            return
         yield Round(max_faults=1, seed=0, size=ONE_FAULT_PLANS)
         seed = 1
         while True:
             yield Round(max_faults=self.max_faults, seed=seed, size=ROUND_PLANS)
             seed += 1
 
-    def _draw(self, round_: Round) -> list[FaultPlan]:
+    def _draw(self, round_: Round) -> list[Trial]:
         """The plans ``round_`` draws that the search has not run, in Hypothesis's order."""
-        drawn: list[FaultPlan] = []
+        drawn: list[Trial] = []
 
-        def keep(plan: FaultPlan) -> bool:
+        def keep(value: Any) -> bool:
             self.check()
+            plan = self._trial(value)
             if self.tried.add(plan):
                 drawn.append(plan)
             return False
@@ -167,6 +230,12 @@ class Drawn:
         return drawn
 
     def shrink(self, plan: FaultPlan, fails: Callable[[FaultPlan], bool]) -> FaultPlan:
+        """:meth:`shrink_trial` for a scenario that takes no inputs, typed so."""
+        found = self.shrink_trial(plan, lambda trial: isinstance(trial, FaultPlan) and fails(trial))
+        assert isinstance(found, FaultPlan)
+        return found
+
+    def shrink_trial(self, plan: Trial, fails: Callable[[Trial], bool]) -> Trial:
         """``plan``, which failed, shrunk by Hypothesis from the round that drew it; each
         candidate is run by ``fails`` (which raises :class:`Stopped` when the search must stop:
         the smallest failing plan so far is kept). Hypothesis's ``Flaky`` is let through."""
@@ -176,8 +245,9 @@ class Drawn:
         smallest = plan
         replaying = True
 
-        def condition(candidate: FaultPlan) -> bool:
+        def condition(value: Any) -> bool:
             nonlocal smallest, replaying
+            candidate = self._trial(value)
             if replaying:
                 # Drawn again in the same order: every plan before it passed (or ran already).
                 replaying = candidate != plan
@@ -191,7 +261,7 @@ class Drawn:
 
         try:
             with seed_only():
-                found: FaultPlan = find(
+                found = find(
                     self._strategy(round_.max_faults),
                     condition,
                     settings=_settings(round_.size, Phase.generate, Phase.shrink),
@@ -201,4 +271,9 @@ class Drawn:
             return plan  # not drawn again where it was: shrunk by the search's own shrinker only
         except Stopped:
             return smallest
-        return found
+        return self._trial(found)
+
+
+def _new(plan: Trial) -> bool:
+    """Whether ``plan`` is not the clean world, which the search ran first."""
+    return isinstance(plan, Varied) or bool(plan)

@@ -50,11 +50,12 @@ each only once the same world ended in a worker.
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 import tempfile
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -72,10 +73,17 @@ from ..runners._outcome import Simulation, replay_command
 from ..runners._rerun import NONDETERMINISM_HELP, first_difference
 from ..runners._simulate import WorldError, simulate
 from ..runners._watchdog import BudgetSpent, within_budget
-from ..scenarios._registry import ScenarioRef, find_scenario
+from ..scenarios._registry import (
+    SIMPLEST,
+    ScenarioRef,
+    find_scenario,
+    given_inputs,
+    inputs_text,
+    world_inputs,
+)
 from ._aimed import fault_plans
 from ._coverage import Coverage, features_of, struck_service_calls
-from ._drawn import Drawn, Stopped, Tried
+from ._drawn import Drawn, Stopped, Trial, Tried, Varied
 from ._executor import (
     Cluster,
     Executor,
@@ -86,15 +94,18 @@ from ._executor import (
     budget_spent,
 )
 from ._findings import Finding, forget, not_remembered, recall, remember
-from ._shape import CallsMade, WorldShape, shape_of, world_shape
+from ._shape import CallsMade, WorldShape, merged, shape_of, world_shape
 from ._shrink import shrink_in_batches
 from ._stages import (
     answer_in_doubt_then_down,
     deploy_plans,
     guided_pairs,
-    second_faults,
+    in_own_time,
+    next_faults,
     single_plans,
+    start_plans,
 )
+from ._user_code import measuring, new_code_first
 
 __all__ = [
     "Exploration",
@@ -110,6 +121,9 @@ __all__ = [
 #: The default budget: this many worlds, or this many seconds, whichever ends first.
 DEFAULT_WORLDS = 300
 DEFAULT_SECONDS = 30.0
+
+#: How the chains of stage 4 name their depths, as the search tells them.
+_ORDINALS = {2: "a second fault", 3: "a third fault", 4: "a fourth fault", 5: "a fifth fault"}
 
 #: The most worlds the search's own shrinker runs on one failing plan.
 _SHRINK_WORLDS = 150
@@ -138,19 +152,24 @@ class Exploration:
     mutant: str | None
     plan: FaultPlan
     simulation: Simulation
+    #: The scenario's inputs the world failed on, as JSON text (None: a scenario without).
+    inputs: str | None = None
 
     def command(self) -> str:
         """The command that runs the shrunk failure again."""
-        return replay_command(self.scenario, self.seed, mutant=self.mutant, plan=repr(self.plan))
+        return replay_command(
+            self.scenario, self.seed, mutant=self.mutant, plan=repr(self.plan), inputs=self.inputs
+        )
 
     def code(self) -> str:
         """The shrunk failure as code: paste it into a test."""
         mutant = f", mutant={self.mutant!r}" if self.mutant else ""
+        inputs = "" if self.inputs is None else f"\n    inputs={json.loads(self.inputs)!r},"
         names = sorted({type(fault).__name__ for fault in self.plan.faults})
         return (
             f"from sims import {', '.join([*names, 'FaultPlan', 'simulate'])}\n\n"
             f"simulation = simulate(\n    {self.scenario!r},\n    {self.seed},\n"
-            f"    plan={self.plan!r}{mutant},\n)\n"
+            f"    plan={self.plan!r}{mutant},{inputs}\n)\n"
             "assert simulation.report.ok, simulation.report.violations"
         )
 
@@ -205,6 +224,9 @@ class SearchReport:
     #: was doing ("world N was blocked ..."), or None. Its worker was ended, and the search
     #: stopped there.
     blocked: tuple[FaultPlan, str] | None = None
+    #: The scenario's inputs the search's worlds ran on when it stopped, as JSON text (a
+    #: finding's carries its own); None for a scenario without, or its simplest.
+    inputs: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -226,7 +248,9 @@ class SearchReport:
             plan, error = self.raised
             yield f"{head}: the world raised under a plan instead of running to its end ({budget}):"
             yield f"  {error}"
-            again = replay_command(self.scenario, self.seed, mutant=self.mutant, plan=repr(plan))
+            again = replay_command(
+                self.scenario, self.seed, mutant=self.mutant, plan=repr(plan), inputs=self.inputs
+            )
             yield f"  run it again: {again}"
             yield (
                 "  a fault must never make a world raise: the world's code let it escape (a "
@@ -263,6 +287,8 @@ class SearchReport:
             f"{head}: the {smallest} has {plural(len(found.plan), 'fault')}, and the checks "
             f"report {plural(found.simulation.report.violation_count, 'violation')} ({budget}):"
         )
+        if found.inputs is not None:
+            yield f"  on the inputs {found.inputs}"
         for finding in found.simulation.report.violations:
             yield f"  {finding.line()}"
         if self.shrinking_cut is not None:
@@ -285,7 +311,9 @@ class SearchReport:
         )
         yield f"  {words}"
         planned = repr(plan) if plan else None  # the clean world's command names no plan
-        again = replay_command(self.scenario, self.seed, mutant=self.mutant, plan=planned)
+        again = replay_command(
+            self.scenario, self.seed, mutant=self.mutant, plan=planned, inputs=self.inputs
+        )
         yield f"  run it again: {again}"
         yield from self._remembered_lines()
 
@@ -315,6 +343,7 @@ def search(
     stop: threading.Event | None = None,
     progress: Callable[[str], None] | None = None,
     findings: str | Path | None = None,
+    inputs: Any = SIMPLEST,
 ) -> SearchReport:
     """Search fault plans aimed at ``scenario`` for one under which a check reports a violation,
     within ``max_worlds`` worlds and ``max_seconds`` (None: no time limit); shrink it and check
@@ -333,14 +362,20 @@ def search(
     Given ``findings``, a folder (the command line's is ``.sims/findings``, see
     :mod:`._findings`), the plan an earlier search of the same world found there is tried first,
     and the failing plan this one finds is kept there; None (the default, and ``explore
-    --no-remember``) reads and writes nothing."""
+    --no-remember``) reads and writes nothing.
+
+    ``inputs`` are the scenario's inputs the search's own stages run on (by default its simplest;
+    with ``start``, the inputs that plan failed on); a scenario with an inputs strategy has others
+    drawn too, alone and with Hypothesis's plans, and a finding shrinks both."""
     if mutant is not None and mutant not in MUTANTS:
         raise ValueError(f"no mutant {mutant!r}; the mutants are: {', '.join(MUTANTS)}")
+    found = find_scenario(scenario)
+    given = None if inputs is SIMPLEST else inputs_text(world_inputs(found, inputs))
     executor = _executor(jobs, scheduler)
     try:
         searching = _Search(
             scenario=scenario,
-            shown=str(find_scenario(scenario).ref),
+            shown=str(found.ref),
             seed=seed,
             mutant=mutant,
             max_worlds=max_worlds,
@@ -351,6 +386,7 @@ def search(
             stop=stop,
             progress=progress,
             findings=None if findings is None else Path(findings),
+            inputs=given,
         )
         try:
             return searching.kept(_search(searching, start, max_faults))
@@ -390,7 +426,10 @@ def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> Sea
         return searching.shrunk(start)
     remembered = searching.remembered()
     if remembered is not None:
-        outcome = searching.first_failing([remembered.plan])
+        trial: Trial = remembered.plan
+        if remembered.inputs is not None:
+            trial = Varied(remembered.inputs, remembered.plan)
+        outcome = searching.first_failing([trial])
         if isinstance(outcome, FaultPlan):
             searching.recalled = True
             return searching.shrunk(outcome)
@@ -398,6 +437,24 @@ def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> Sea
             return outcome
         searching.forget(remembered)
     shape = shape_of(clean)
+    if searching.strategy is not None:
+        # Inputs alone, before any fault: a bug of inputs only costs clean worlds to find.
+        searching.tell("inputs Hypothesis draws, with no fault")
+        outcome = searching.hypothesis(shape, 0)
+        if isinstance(outcome, FaultPlan):
+            return searching.shrunk(outcome)
+        if outcome is not None:
+            return outcome
+        # The faults are aimed at the calls a clean world makes, and the simplest inputs make
+        # the fewest (an order under the limit never sends its approval): the stages go on from
+        # the inputs whose clean world made the most calls.
+        if searching.richest is not None and searching.richest[1] != searching.inputs:
+            searching.inputs = searching.richest[1]
+            searching.tell(f"the faults are aimed at the world on the inputs {searching.inputs}")
+            try:
+                shape = shape_of(searching.run(NO_FAULTS, budgeted=True))
+            except Stopped:
+                return searching.report(stopped=searching.over_budget() or "seconds")
     # A world with versions of its jobs is there to test its deploys: those come first, with at
     # most a quarter of the budget.
     deploys = deploy_plans(shape, max(1, (searching.max_worlds - searching.worlds) // 4))
@@ -423,6 +480,17 @@ def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> Sea
             lambda: searching.first_failing(singles, remember=True),
         )
     )
+    # A start is a call: lost, late, sent again. A few plans per start, from what is left.
+    starts = start_plans(
+        shape, max(1, (searching.max_worlds - searching.worlds - len(singles)) // 4)
+    )
+    if starts:
+        stages.append(
+            (
+                f"starts lost, late and repeated ({len(starts)} plans)",
+                lambda: searching.first_failing(starts),
+            )
+        )
     if doubted:  # a world with services
         stages.append(
             (
@@ -430,14 +498,21 @@ def _search(searching: _Search, start: FaultPlan | None, max_faults: int) -> Sea
                 lambda: searching.first_failing(doubted),
             )
         )
+    # The services' own times and the job's retry schedule: a quarter of what is left then.
+    timed = in_own_time(
+        shape, max(1, (searching.max_worlds - searching.worlds - len(singles) - len(doubted)) // 4)
+    )
+    if timed:
+        stages.append(
+            (
+                f"faults in the services' own time and the retry schedule ({len(timed)} plans)",
+                lambda: searching.first_failing(timed),
+            )
+        )
     stages += [
         (
-            "a second fault, aimed at the world a first one made",
-            lambda: searching.first_failing(
-                second_faults(
-                    shape, searching.made, max(1, (searching.max_worlds - searching.worlds) // 2)
-                )
-            ),
+            "faults added one by one, each aimed at the world the faults before it made",
+            lambda: searching.chained(shape, max_faults),
         ),
         (
             "the rarest single faults, in pairs",
@@ -486,10 +561,13 @@ class _Search:
     #: What each single fault's world reached: the feedback that picks the plans to combine.
     #: (Only stage 2's, the single faults': a long search keeps no record of every plan it ran.)
     reached: dict[FaultPlan, frozenset[str]] = attrs.field(factory=dict)
-    #: What each single fault's world made its drives do: what a second fault is aimed at.
+    #: What each world of the single faults and of the chains made its drives do: what the
+    #: next fault is aimed at.
     made: dict[FaultPlan, CallsMade] = attrs.field(factory=dict)
+    #: Every call some world made (:func:`merged`): what Hypothesis draws faults at.
+    seen: CallsMade = attrs.field(factory=CallsMade)
     #: The plans under which the world raised, with what it raised.
-    raised: dict[FaultPlan, str] = attrs.field(factory=dict)
+    raised: dict[Trial, str] = attrs.field(factory=dict)
     #: The plans run so far, so that Hypothesis's are new ones.
     tried: Tried = attrs.field(factory=Tried)
     #: The folder of remembered findings (None: none read, none kept).
@@ -500,10 +578,24 @@ class _Search:
     cut_world: str | None = None
     #: The plan under which a world was blocked in real time, and what it was doing, or None.
     blocked: tuple[FaultPlan, str] | None = None
+    #: The scenario's inputs every world runs on unless its trial carries its own, as JSON text
+    #: (None: its simplest). Those of a failing trial once it failed: its plan is shrunk on them.
+    inputs: str | None = None
+    #: The scenario's inputs strategy (None: a scenario whose inputs are fixed).
+    strategy: st.SearchStrategy[Any] | None = attrs.field(init=False)
+    #: Of the clean worlds on drawn inputs, the one whose drives made the most calls (the
+    #: first of the most), as (calls, inputs): what the faults are aimed at after them.
+    richest: tuple[int, str] | None = None
+    #: The round of inputs alone (with no fault) Hypothesis drew, to shrink the inputs of a
+    #: finding from, and whether the inputs of the finding were shrunk already.
+    inputs_drawn: Drawn | None = None
+    inputs_shrunk: bool = False
 
     def __attrs_post_init__(self) -> None:
         self.started = self.clock()
-        self.ref = find_scenario(self.scenario).ref
+        found = find_scenario(self.scenario)
+        self.ref = found.ref
+        self.strategy = found.inputs
 
     # -- the budget --
 
@@ -542,23 +634,40 @@ class _Search:
 
     # -- running worlds --
 
-    def job(self, plan: FaultPlan, *, trace: bool = False) -> WorldJob:
-        """The job of the world under ``plan``; with its ``trace``, the scenario spelled as this
+    def job(self, trial: Trial, *, trace: bool = False) -> WorldJob:
+        """The job of the world under ``trial``; with its ``trace``, the scenario spelled as this
         process spells it (that job goes to a forked worker only), so the traces compare."""
         scenario = self.scenario if trace else self.ref
         left = self.seconds_left()
-        return WorldJob(scenario, self.seed, self.mutant, plan, cpu_left_s=left, trace=trace)
+        plan, inputs = (trial.plan, trial.inputs) if isinstance(trial, Varied) else (trial, None)
+        return WorldJob(
+            scenario,
+            self.seed,
+            self.mutant,
+            plan,
+            cpu_left_s=left,
+            trace=trace,
+            inputs=self.inputs if inputs is None else inputs,
+        )
 
-    def was_cut(self, plan: FaultPlan, result: WorldResult) -> bool:
+    def adopt(self, trial: Trial) -> FaultPlan:
+        """``trial``'s plan, its inputs (if it has its own) made the search's from here on: a
+        failing trial's plan is shrunk, checked and reported on the inputs it failed on."""
+        if isinstance(trial, Varied):
+            self.inputs = trial.inputs
+            return trial.plan
+        return trial
+
+    def was_cut(self, plan: Trial, result: WorldResult) -> bool:
         """Whether the budget stopped ``result``'s world while it ran, or it was blocked in real
         time (either way the search stops)."""
         if result.blocked is not None:
-            self.blocked = (plan, f"world {self.worlds + 1} {result.blocked}")
+            self.blocked = (self.adopt(plan), f"world {self.worlds + 1} {result.blocked}")
         if result.cut is not None:
             self.cut_world = result.cut
         return result.cut is not None or result.blocked is not None
 
-    def commit(self, plan: FaultPlan, result: WorldResult, *, remember: bool = False) -> None:
+    def commit(self, plan: Trial, result: WorldResult, *, remember: bool = False) -> None:
         """Count one world and what it reached, in the order its stage gave it."""
         self.worlds += 1
         if result.raised is not None:
@@ -566,39 +675,51 @@ class _Search:
         if result.refused or result.raised is not None:
             return
         self.coverage.add(result.features, struck=Counter(dict(result.struck)))
-        if remember:
+        self.seen = merged(self.seen, result.made)
+        if isinstance(plan, Varied) and not plan.plan and not result.failed:
+            calls = sum(result.made.counts().values())
+            if self.richest is None or calls > self.richest[0]:
+                self.richest = (calls, plan.inputs)
+        if remember and isinstance(plan, FaultPlan):
             self.reached[plan] = result.features
             self.made[plan] = result.made
 
-    def ran(self, plans: Iterable[FaultPlan]) -> Iterator[tuple[FaultPlan, WorldResult]]:
+    def ran(self, plans: Iterable[Trial]) -> Iterator[tuple[Trial, WorldResult]]:
         """Each of ``plans`` with its world's result, in order, while the time lasts: a world is
         started only in time, and one still running when the time runs out is not waited for."""
+        # The executor answers in the order it was given the jobs: each answer is the oldest
+        # trial given and not yet answered.
+        given: deque[Trial] = deque()
 
         def jobs() -> Iterator[WorldJob]:
             for plan in plans:
                 if self.out_of_time() is not None:
                     return
                 self.tried.add(plan)
+                given.append(plan)
                 yield self.job(plan)
 
         results = self.executor.results(jobs())
         try:
             while self.out_of_time() is None:
                 job, result = next(results, (None, None))
-                if job is None or result is None or self.was_cut(job.plan, result):
+                if job is None or result is None:
                     return
-                yield job.plan, result
+                trial = given.popleft()
+                if self.was_cut(trial, result):
+                    return
+                yield trial, result
         finally:
             results.close()  # what still runs is abandoned
 
-    def first_failing(self, plans: Iterable[FaultPlan], *, remember: bool = False) -> _Outcome:
-        """The first of ``plans`` under which the world fails, the report of a spent budget,
-        or None when none failed."""
+    def first_failing(self, plans: Iterable[Trial], *, remember: bool = False) -> _Outcome:
+        """The first of ``plans`` under which the world fails (on its own inputs, if it has
+        them, adopted: :meth:`adopt`), the report of a spent budget, or None when none failed."""
         left = max(0, self.max_worlds - self.worlds)
         for plan, result in self.ran(itertools.islice(plans, left)):
             self.commit(plan, result, remember=remember)
             if result.failed:
-                return plan
+                return self.adopt(plan)
         stop = self.over_budget()
         return self.report(stopped=stop) if stop is not None else None
 
@@ -611,7 +732,7 @@ class _Search:
                 return index
         return None
 
-    def one(self, plan: FaultPlan, *, trace: bool = False) -> WorldResult:
+    def one(self, plan: Trial, *, trace: bool = False) -> WorldResult:
         """The world under ``plan``, run by the executor on its own, or :class:`Stopped` when
         the budget stopped it or it was blocked in real time."""
         results = self.executor.results([self.job(plan, trace=trace)])
@@ -623,7 +744,7 @@ class _Search:
             raise Stopped
         return result
 
-    def violates(self, plan: FaultPlan) -> bool:
+    def violates(self, plan: Trial) -> bool:
         """Whether the world fails under ``plan``: a check's violation, or the world raised."""
         result = self.one(plan)
         self.commit(plan, result)
@@ -658,9 +779,17 @@ class _Search:
         (``budgeted``: stopped where the time budget runs out, raising :class:`Stopped`), and a
         finding's (it ended in time once already, so it is not cut short on its second run)."""
         try:
-            with within_budget(self.seconds_left() if budgeted else None):
+            with (
+                within_budget(self.seconds_left() if budgeted else None),
+                measuring(self.scenario) as code,
+            ):
                 simulation = simulate(
-                    self.scenario, self.seed, plan=plan, mutant=self.mutant, keep_trace=True
+                    self.scenario,
+                    self.seed,
+                    plan=plan,
+                    mutant=self.mutant,
+                    keep_trace=True,
+                    inputs=given_inputs(self.inputs),
                 )
         except (BudgetSpent, WorldError) as error:
             cut = budget_spent(error)
@@ -673,7 +802,7 @@ class _Search:
         self.commit(
             plan,
             WorldResult(
-                features=features_of(simulation),
+                features=features_of(simulation) | code.features(),
                 struck=tuple(struck_service_calls(simulation).items()),
             ),
         )
@@ -713,9 +842,12 @@ class _Search:
         elif report.blocked is not None:
             plan = report.blocked[0]
         path, unremembered = None, None
-        if self.findings is not None and plan:
+        # Not the clean world, unless on inputs of its own: a bug of inputs alone.
+        if self.findings is not None and plan is not None and (plan or self.inputs is not None):
             try:
-                path = remember(self.findings, self.shown, self.seed, self.mutant, plan)
+                path = remember(
+                    self.findings, self.shown, self.seed, self.mutant, plan, inputs=self.inputs
+                )
             except OSError as error:  # the finding is still told; only the keeping is lost
                 unremembered = not_remembered(self.findings, error)
         return attrs.evolve(
@@ -724,28 +856,86 @@ class _Search:
 
     # -- Hypothesis's stage, shrinking, checking --
 
+    def chained(self, shape: WorldShape, max_faults: int) -> _Outcome:
+        """Stage 4 and on: a fault added to the world the faults before it made, depth by depth
+        (a second fault to each single fault's world, a third to each world of two that did
+        something new, and so on up to ``max_faults``) while the budget lasts, each depth with
+        half of what is left of it, worlds or seconds (:func:`next_faults`). A depth's worlds
+        are the next one's: what each did that the world before its last fault did not is what
+        the next fault is aimed at."""
+        clean = shape.made()
+        # The single faults whose world opened a new path of the user's code come first.
+        firsts = new_code_first(self.made, self.reached, self.coverage.first)
+        worlds = {plan: (clean, made) for plan, made in firsts.items() if len(plan) == 1}
+        seen: set[tuple[object, ...]] = set()
+        # A depth can list more plans than a search of seconds runs: the chains leave the stages
+        # after them half of the time there is left now.
+        left = self.seconds_left()
+        until = None if left is None else self.clock() + left / 2
+        for depth in range(2, max_faults + 1):
+            plans = next_faults(shape, worlds, max(1, (self.max_worlds - self.worlds) // 2), seen)
+            if not plans:
+                return None
+            self.tell(
+                f"{_ORDINALS.get(depth, f'fault {depth}')}, aimed at the worlds of "
+                f"{plural(depth - 1, 'fault')} ({plural(len(plans), 'plan')})"
+            )
+            outcome = self.first_failing(self.before(until, plans), remember=True)
+            if outcome is not None:
+                return outcome
+            worlds = {
+                plan: (self.made[FaultPlan(plan.faults[:-1])], self.made[plan])
+                for plan in plans
+                if plan in self.made and FaultPlan(plan.faults[:-1]) in self.made
+            }
+        return None
+
+    def before(self, until: float | None, plans: list[FaultPlan]) -> Iterator[FaultPlan]:
+        """``plans``, while the search's clock is before ``until`` (all of them for None)."""
+        for plan in plans:
+            if until is not None and self.clock() >= until:
+                return
+            yield plan
+
     def hypothesis(self, shape: WorldShape, max_faults: int) -> _Outcome:
-        """Stage 6: the plans Hypothesis draws, run by the executor; one that fails is shrunk by
-        Hypothesis, here, from the round that drew it."""
+        """Stage 6: the plans Hypothesis draws (with the scenario's inputs, if it has them), run
+        by the executor; one that fails is shrunk by Hypothesis, here, from the round that drew
+        it. With ``max_faults`` 0, the early stage of inputs alone, with no fault."""
         drawn = Drawn(
-            shape=shape,
+            # Every call some world made, not only the clean world's: a takeover's drive, a
+            # retry's, a fallback's calls are drawn as soon as one world made them.
+            shape=shape.widened(self.seen),
             max_faults=max_faults,
             most=max(0, self.max_worlds - self.worlds),
             tried=self.tried,
             check=self.check_time,
+            inputs=self.strategy,
+            inputs_only=max_faults == 0,
         )
-        outcome = self.first_failing(drawn.plans())
+        if max_faults == 0:
+            self.inputs_drawn = drawn
+        outcome = self.first_failing(drawn.trials())
         if not isinstance(outcome, FaultPlan):
             return outcome
-        self.tell(f"Hypothesis shrinks a failing plan of {plural(len(outcome), 'fault')}")
+        failing: Trial = outcome
+        if self.strategy is not None:
+            assert self.inputs is not None  # adopted from the failing trial
+            failing = Varied(self.inputs, outcome)
+            self.tell(
+                f"Hypothesis shrinks failing inputs and a plan of {plural(len(outcome), 'fault')}"
+            )
+        else:
+            self.tell(f"Hypothesis shrinks a failing plan of {plural(len(outcome), 'fault')}")
 
-        def fails(plan: FaultPlan) -> bool:
+        def fails(plan: Trial) -> bool:
             if self.over_budget() is not None:
                 raise Stopped
             return self.violates(plan)
 
         try:
-            return drawn.shrink(outcome, fails)
+            shrunk = drawn.shrink_trial(failing, fails)
+            self.inputs_shrunk = isinstance(shrunk, Varied)
+            return self.adopt(shrunk)
         except Flaky as error:
             return self.report(
                 nondeterminism=(
@@ -758,17 +948,41 @@ class _Search:
     def shrunk(self, plan: FaultPlan) -> SearchReport:
         self.tell(f"shrinking a failing plan of {plural(len(plan), 'fault')}")
         smallest, _ = shrink_in_batches(plan, self.first_index, max_worlds=_SHRINK_WORLDS)
+        self.shrink_inputs(smallest)
         # Every plan the shrinker kept was run, and a world that raised was noted.
         if smallest in self.raised:
             return self.report(raised=(smallest, self.raised[smallest]), stopped="raised")
         return self.checked(smallest, self.run(smallest), cut=self.out_of_time())
+
+    def shrink_inputs(self, plan: FaultPlan) -> None:
+        """The inputs ``plan`` fails on, shrunk by Hypothesis with the plan kept, when they are
+        drawn inputs not shrunk yet (the plan's faults were aimed at the world on them): the
+        round of inputs alone that drew them is drawn again, and shrunk from them."""
+        if self.inputs_drawn is None or self.inputs is None or self.inputs_shrunk:
+            return
+        self.tell(f"Hypothesis shrinks the inputs {self.inputs}, the plan kept")
+
+        def fails(trial: Trial) -> bool:
+            if self.over_budget() is not None:
+                raise Stopped
+            assert isinstance(trial, Varied)
+            return self.violates(Varied(trial.inputs, plan))
+
+        try:
+            shrunk = self.inputs_drawn.shrink_trial(Varied(self.inputs, NO_FAULTS), fails)
+        except Flaky:
+            return  # the inputs it failed on are kept: the finding is held to reproducing
+        self.inputs_shrunk = True
+        self.adopt(shrunk)
 
     def checked(
         self, plan: FaultPlan, simulation: Simulation, *, cut: str | None = None
     ) -> SearchReport:
         """A finding, held to reproducing: here, and in a fresh process when a command names it
         (not after Ctrl-C, which asked for the answer now)."""
-        found = Exploration(self.shown, self.seed, self.mutant, plan, simulation)
+        found = Exploration(
+            self.shown, self.seed, self.mutant, plan, simulation, inputs=simulation.inputs
+        )
         again = self.run(found.plan)
         differs = first_difference(found.simulation.outcome.trace, again.outcome.trace)
         if differs is not None:
@@ -811,6 +1025,7 @@ class _Search:
             where=self.executor.where,
             cut_world=self.cut_world,
             blocked=self.blocked,
+            inputs=self.inputs,
             **{"found": None, **fields},
         )
 
@@ -836,6 +1051,7 @@ def _fresh_difference(found: Exploration) -> str | None:
             "--trace",
             str(path),
             *(["--mutant", found.mutant] if found.mutant else []),
+            *(["--inputs", found.inputs] if found.inputs is not None else []),
         ]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if not path.exists():

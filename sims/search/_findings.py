@@ -11,6 +11,10 @@ mutant or none) in a folder of the project it ran in, ``.sims/findings/`` by def
     mutant: patch-own
     plan: FaultPlan(faults=(...))
 
+and, for a scenario whose inputs vary (``@scenario(inputs=...)``), the inputs the world failed on,
+as JSON text, in one more line (``inputs: {"orders": 2}``); a file without that line, as every
+file was before inputs varied, reads as it did: the scenario's simplest inputs.
+
 The plan is read back with :func:`~sims.faults._plan.plan_from_text`, which executes nothing: a
 file is data, never code. A file that does not read as one (edited by hand, cut short) is left
 alone and ignored; the next finding for its world replaces it. A folder that cannot hold them (a
@@ -21,6 +25,7 @@ shows its finding, and says why it was not kept (:func:`not_remembered`).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -35,6 +40,8 @@ FOLDER_VARIABLE = "SIMS_FINDINGS"
 DEFAULT_FOLDER = Path(".sims") / "findings"
 _SUFFIX = ".plan"
 _FIELDS = ("scenario", "seed", "mutant", "plan")
+#: What a finding of a scenario with inputs adds, last.
+_INPUTS = "inputs"
 
 
 def findings_folder() -> Path:
@@ -51,10 +58,13 @@ class Finding:
     mutant: str | None
     plan: FaultPlan
     path: Path
+    #: The scenario's inputs the world failed on, as JSON text; None: its simplest (or none).
+    inputs: str | None = None
 
     def line(self) -> str:
         mutant = f" with mutant {self.mutant}" if self.mutant else ""
-        return f"{self.scenario}{mutant}, seed {self.seed}: {self.plan!r}"
+        inputs = f" on the inputs {self.inputs}" if self.inputs is not None else ""
+        return f"{self.scenario}{mutant}, seed {self.seed}: {self.plan!r}{inputs}"
 
 
 def _file_name(scenario: str, seed: int, mutant: str | None) -> str:
@@ -66,17 +76,27 @@ def _file_name(scenario: str, seed: int, mutant: str | None) -> str:
 
 
 def remember(
-    folder: Path, scenario: str, seed: int, mutant: str | None, plan: FaultPlan
+    folder: Path,
+    scenario: str,
+    seed: int,
+    mutant: str | None,
+    plan: FaultPlan,
+    *,
+    inputs: str | None = None,
 ) -> Path | None:
-    """Keep ``plan`` as the world's finding (replacing one kept before); its file's path. Written
-    whole or not at all: a reader never sees half a file. None for a world whose name holds a
-    line break (a file of one field a line could not hold it)."""
+    """Keep ``plan`` (on ``inputs``, JSON text, for a scenario whose inputs vary) as the world's
+    finding (replacing one kept before); its file's path. Written whole or not at all: a reader
+    never sees half a file. None for a world whose name holds a line break (a file of one field
+    a line could not hold it)."""
     if any(char in f"{scenario}{mutant}" for char in "\r\n"):
         return None
     text = "".join(
         f"{name}: {value}\n"
         for name, value in zip(_FIELDS, (scenario, seed, mutant or "-", repr(plan)), strict=True)
     )
+    if inputs is not None:
+        # JSON text holds no line break (json.dumps escapes them): one line, as every field.
+        text += f"{_INPUTS}: {json.dumps(json.loads(inputs))}\n"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / _file_name(scenario, seed, mutant)
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".writing-")
@@ -135,7 +155,10 @@ def _read(path: Path) -> Finding | None:
     except (OSError, UnicodeDecodeError):
         return None
     fields = dict(line.partition(": ")[::2] for line in lines)
-    if sorted(fields) != sorted(_FIELDS) or len(lines) != len(_FIELDS):
+    inputs = fields.pop(_INPUTS, None)
+    if sorted(fields) != sorted(_FIELDS) or len(lines) != len(_FIELDS) + (inputs is not None):
+        return None
+    if inputs is not None and not _json(inputs):
         return None
     try:
         plan = plan_from_text(fields["plan"])
@@ -145,4 +168,12 @@ def _read(path: Path) -> Finding | None:
     if not seed.isdigit():
         return None
     mutant = None if fields["mutant"] == "-" else fields["mutant"]
-    return Finding(fields["scenario"], int(seed), mutant, plan, path)
+    return Finding(fields["scenario"], int(seed), mutant, plan, path, inputs)
+
+
+def _json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True

@@ -15,9 +15,10 @@ from ..faults._check import PlanError
 from ..faults._plan import FaultPlan
 from ..runners._simulate import WorldError, simulate
 from ..runners._watchdog import BudgetSpent, WorldBlocked, within_budget
-from ..scenarios._registry import ScenarioRef
+from ..scenarios._registry import ScenarioRef, given_inputs
 from ._coverage import features_of, struck_service_calls
 from ._shape import CallsMade, calls_made
+from ._user_code import measuring
 
 
 @attrs.frozen
@@ -37,13 +38,17 @@ class WorldJob:
     #: Send the world's trace back (the clean world's, to compare with its run in the search's
     #: own process).
     trace: bool = attrs.field(default=False, eq=False)
+    #: The scenario's inputs for this world, as JSON text (None: its simplest, or none for a
+    #: scenario that takes none).
+    inputs: str | None = None
 
 
 @attrs.frozen
 class WorldResult:
     """What a search keeps of one world."""
 
-    #: The windows, faults, probes and marks it reached (:func:`features_of`).
+    #: The windows, faults, probes and marks it reached (:func:`features_of`), and the arcs of
+    #: the user's code it took (:mod:`._user_code`).
     features: frozenset[str] = frozenset()
     #: The service calls a fault struck, as ("SERVICE.OPERATION", count) pairs.
     struck: tuple[tuple[str, int], ...] = ()
@@ -74,16 +79,21 @@ class WorldResult:
 def run_world(job: WorldJob) -> WorldResult:
     """Run one world and reduce it to its :class:`WorldResult`: in this process or a worker's."""
     try:
-        with within_budget(job.cpu_left_s):
+        with within_budget(job.cpu_left_s), measuring(job.scenario) as code:
             simulation = simulate(
-                job.scenario, job.seed, plan=job.plan, mutant=job.mutant, keep_trace=True
+                job.scenario,
+                job.seed,
+                plan=job.plan,
+                mutant=job.mutant,
+                keep_trace=True,
+                inputs=given_inputs(job.inputs),
             )
     except PlanError:
         return WorldResult(refused=True)
     except (BudgetSpent, WorldBlocked, WorldError) as error:
         return _stopped(error)
     return WorldResult(
-        features=features_of(simulation),
+        features=features_of(simulation) | code.features(),
         struck=tuple(sorted(struck_service_calls(simulation).items())),
         made=calls_made(simulation),
         violated=bool(simulation.report.violations),

@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from driver import JOB_LEASE_ENTRY_MARGIN
+from driver import JOB_LEASE_ENTRY_MARGIN, RetryPolicy
 
 from .._trace import Trace
 from ..faults._plan import NO_FAULTS
@@ -31,6 +31,7 @@ from ..runners._outcome import Simulation
 from ..runners._simulate import simulate
 from ..scenarios._registry import ScenarioRef
 from ..world._services import Service
+from ..world._world import START_AGAIN_MS, WALK_MODULE
 
 
 @attrs.frozen(kw_only=True)
@@ -53,10 +54,47 @@ class ServiceCall:
     nth: int
     timeout_ms: float | None
     sent_ms: float
+    #: The run the call was made for, by its key (``MODULE/JOB/INSTANCE``: the same in every
+    #: world of a seed, where a run's id may not be), or "" when unknown.
+    run: str = ""
 
     @property
     def service(self) -> str:
         return self.operation.split(".", 1)[0]
+
+
+@attrs.frozen(kw_only=True)
+class StartCall:
+    """The ``nth`` start (``start_or_join``) that ``drive`` made in the clean run, the scenario's
+    or a handler's: sent at ``sent_ms``; the run it made or joined began its first pass at
+    ``began_ms`` and ended at ``ended_ms`` (None: never, in the clean run). A start lost, late or
+    sent again lands before, during or after that run: joined while it is live, a new run after."""
+
+    drive: str
+    nth: int
+    sent_ms: float
+    began_ms: float | None = None
+    ended_ms: float | None = None
+    #: When a drive last ticked the start's scope: a run made after that is never driven (the
+    #: world stopped ticking it), which says nothing of the job.
+    ticked_until_ms: float | None = None
+
+    def landing_ms(self, horizon_ms: float, again_ms: float) -> tuple[float, ...]:
+        """How long after it was sent a start lands before the run's first pass, in the middle
+        of the run, just after it ended, and just after the run ended that a start sent again
+        ``again_ms`` later made (its caller gave up on this one and started again, so that run
+        began and ended that much later); each once, in that order, and only while the drives
+        still tick its scope (before its last tick, and ``horizon_ms``, the clean world's end)."""
+        until = min(horizon_ms, self.ticked_until_ms if self.ticked_until_ms is not None else 0.0)
+        moments = [1.0]
+        if self.began_ms is not None and self.ended_ms is not None:
+            moments.append((self.began_ms + self.ended_ms) / 2)
+            moments += [self.ended_ms + 1.0, self.ended_ms + again_ms + 1.0]
+        return tuple(
+            dict.fromkeys(
+                round(max(1.0, moment - self.sent_ms), 3) for moment in moments if moment < until
+            )
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -68,6 +106,11 @@ class CallsMade:
 
     scope: tuple[tuple[str, str, int], ...] = ()
     services: tuple[ServiceCall, ...] = ()
+    #: Each scope call that acts on a run, as (drive, operation, nth, run key): which pass of
+    #: which run a drive's nth call was made in.
+    on_runs: tuple[tuple[str, str, int, str], ...] = ()
+    #: (drive, run key) for every run a drive ran a pass of, in the order the passes began.
+    passes: tuple[tuple[str, str], ...] = ()
 
     def counts(self) -> Counter[tuple[str, str]]:
         """How many calls of each (drive, operation), the scope's and the services' alike."""
@@ -78,14 +121,63 @@ class CallsMade:
 
 def calls_made(simulation: Simulation) -> CallsMade:
     """The calls ``simulation``'s drives made, numbered per drive and operation as a plan counts
-    them (the scenario's own calls, under no drive of the setup, are not aimed at)."""
+    them (the scenario's own calls, under no drive of the setup, are not aimed at), with the run
+    each call acted on and the runs each drive ran passes of."""
     trace = simulation.outcome.trace
     drives = _drives_of(trace)
-    scope = Counter((str(e["link"]), str(e["op"])) for e in trace.of("rpc.send"))
+    scope: Counter[tuple[str, str]] = Counter()
+    names: dict[str, str] = {}
+    on_runs: list[tuple[str, str, int, str]] = []
+    passes: dict[tuple[str, str], None] = {}
+    for event in trace.of("rpc.send", "handler.invoke"):
+        if event["ev"] == "handler.invoke":
+            run = str(event["run"])
+            passes[(str(event["drive"]), names.get(run, run))] = None
+            continue
+        drive, op = str(event["link"]), str(event["op"])
+        args: list[Any] = list(event.get("args") or ())
+        scope[(drive, op)] += 1
+        if op == "start_or_join" and len(args) == 2 and isinstance(args[1], dict):
+            names[str(args[1].get("id"))] = _run_name(args[0])
+        elif op in _ON_A_RUN and args and isinstance(args[0], str) and drive in drives:
+            on_runs.append((drive, op, scope[(drive, op)], names.get(args[0], args[0])))
     return CallsMade(
         scope=tuple((d, op, n) for (d, op), n in sorted(scope.items()) if d in drives),
-        services=_service_calls(trace.of("svc.send"), drives),
+        services=_service_calls(trace.of("svc.send"), drives, names),
+        on_runs=tuple(on_runs),
+        passes=tuple(passes),
     )
+
+
+def merged(seen: CallsMade, made: CallsMade) -> CallsMade:
+    """The calls of ``seen`` and of ``made`` together: of each (drive, operation) the most any
+    of their worlds made, and each service call by (drive, operation, nth) once, the first seen."""
+    counts = Counter({(d, op): n for d, op, n in seen.scope})
+    grew = False
+    for drive, op, n in made.scope:
+        if n > counts[(drive, op)]:
+            counts[(drive, op)], grew = n, True
+    known = {(c.drive, c.operation, c.nth) for c in seen.services}
+    more = tuple(c for c in made.services if (c.drive, c.operation, c.nth) not in known)
+    if not grew and not more:
+        return seen
+    return CallsMade(
+        scope=tuple((d, op, n) for (d, op), n in sorted(counts.items())),
+        services=(*seen.services, *more),
+    )
+
+
+#: The scope calls whose first argument is the run they act on.
+_ON_A_RUN = frozenset(
+    ("claim", "begin", "begin_step", "record_step", "commit_pass", "patch", "miss")
+)
+
+
+def _run_name(key: object) -> str:
+    """A run's key as a name the same in every world: ``MODULE/JOB/INSTANCE``."""
+    if not isinstance(key, dict):
+        return str(key)
+    return f"{key.get('module_id')}/{key.get('job')}/{key.get('instance')}"
 
 
 def _drives_of(trace: Trace) -> dict[str, None]:
@@ -102,6 +194,8 @@ class ServiceShape:
     name: str
     operations: tuple[str, ...]
     latency_ms: tuple[float, float]
+    #: The service's own times (``Service(times_ms=...)``), as (name, ms), shortest first.
+    times_ms: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def of(cls, service: Service) -> ServiceShape:
@@ -111,6 +205,9 @@ class ServiceShape:
             name=service.name,
             operations=tuple(service.operations),
             latency_ms=(float(low), float(high)),
+            times_ms=tuple(
+                sorted(((n, float(ms)) for n, ms in service.times_ms.items()), key=lambda t: t[1])
+            ),
         )
 
 
@@ -137,6 +234,39 @@ class WorldShape:
     service_calls: tuple[ServiceCall, ...] = ()
     #: The versions of the world's jobs a deploy can put on its drives (``WorldSetup.versions``).
     versions: tuple[str, ...] = ()
+    #: When each retry of a failed pass may be due, counted from the failure, as (earliest,
+    #: latest) ms with the retry policy's jitter, over the whole schedule of each of the
+    #: world's jobs (:func:`retry_schedule`), soonest first.
+    retries_ms: tuple[tuple[float, float], ...] = ()
+    #: Every start each drive made in the clean run, the scenario's and the handlers', in order.
+    starts: tuple[StartCall, ...] = ()
+    #: The clean run's scope calls that act on a run, and its passes (:class:`CallsMade`).
+    on_runs: tuple[tuple[str, str, int, str], ...] = ()
+    passes: tuple[tuple[str, str], ...] = ()
+
+    def widened(self, seen: CallsMade) -> WorldShape:
+        """This shape with every call some world of the search made (``seen``, :func:`merged`)
+        as if the clean world had made it too: a drive the clean world never used for a run (a
+        takeover's, a retry's) is aimed at as soon as one world used it."""
+        counts = Counter({(d, op): n for d, op, n in self.calls})
+        for drive, op, n in seen.scope:
+            counts[(drive, op)] = max(counts[(drive, op)], n)
+        known = {(c.drive, c.operation, c.nth) for c in self.service_calls}
+        more = [c for c in seen.services if (c.drive, c.operation, c.nth) not in known]
+        return attrs.evolve(
+            self,
+            calls=tuple((d, op, n) for (d, op), n in sorted(counts.items())),
+            service_calls=(*self.service_calls, *more),
+        )
+
+    def made(self) -> CallsMade:
+        """The calls the clean world made: what a first fault's world is compared with."""
+        return CallsMade(
+            scope=self.calls,
+            services=self.service_calls,
+            on_runs=self.on_runs,
+            passes=self.passes,
+        )
 
     def calls_of(self, drive: str) -> dict[str, int]:
         return {op: n for d, op, n in self.calls if d == drive}
@@ -150,6 +280,13 @@ class WorldShape:
     def services_by_name(self) -> dict[str, tuple[str, ...]]:
         """Each service's operations, by name: what a plan is checked against."""
         return {service.name: service.operations for service in self.services}
+
+    def times_of(self, service: str) -> tuple[float, ...]:
+        """The times ``service`` declares (``Service(times_ms=...)``), shortest first."""
+        for found in self.services:
+            if found.name == service:
+                return tuple(ms for _, ms in found.times_ms)
+        return ()
 
     def latency_of(self, service: str) -> float:
         """The longest one leg to ``service`` takes (the high end of its latency)."""
@@ -186,6 +323,8 @@ class WorldShape:
                 delays.add(timeout + self.lease_ms + 1.0)
             else:
                 delays.add(self.lease_ms + 1.0)
+            for ms in self.times_of(made.service):  # just inside and just past each
+                delays.update((ms - 2 * latency - 1.0, ms + 1.0))
         return tuple(sorted(d for d in delays if d > 0))
 
     def outage_windows(self, service: str) -> tuple[tuple[float, float], ...]:
@@ -207,6 +346,41 @@ class WorldShape:
         windows[(0.0, self.horizon_ms + self.lease_ms)] = None
         return tuple(windows)
 
+    def own_time_windows(self, service: str) -> tuple[tuple[float, float], ...]:
+        """(from_ms, to_ms) outages of ``service`` from just after each of its calls in the clean
+        run ran, until each moment of :meth:`outage_ends`: in the service's own time and the
+        job's retry schedule (what stage 3b pairs with a lost answer; Hypothesis draws them)."""
+        return tuple(
+            dict.fromkeys(
+                (self.ran_ms(call), end)
+                for call in self.service_calls
+                if call.service == service
+                for end in self.outage_ends(call)
+            )
+        )
+
+    def ran_ms(self, call: ServiceCall) -> float:
+        """When ``call`` ran at its service, at the latest: its request's leg after it was sent."""
+        return call.sent_ms + self.latency_of(call.service) + 1.0
+
+    def outage_ends(self, call: ServiceCall) -> tuple[float, ...]:
+        """When an outage of ``call``'s service that begins just after the call ran ends, in the
+        world's own terms: just before and just past each time the service declares (a key it
+        stops keeping, a client that gives up), counted from the call; and just before and just
+        past each retry of the job's schedule (the retry that meets it refused, and the first
+        that gets through), counted from the moment the call's pass fails when its answer is
+        lost (its timeout, or the lease for a caller that waits)."""
+        trip = 2 * self.latency_of(call.service) + 1.0
+        ran = self.ran_ms(call)
+        ends: list[float] = []
+        for ms in self.times_of(call.service):
+            ends += [ran + ms - 1.0, ran + ms + trip]
+        wait = call.timeout_ms if call.timeout_ms is not None else float(self.lease_ms)
+        failed = call.sent_ms + wait
+        for earliest, latest in self.retries_ms:
+            ends += [failed + earliest - 1.0, failed + latest + trip]
+        return tuple(dict.fromkeys(round(end, 3) for end in ends if end > ran))
+
     def window_delays(self) -> tuple[float, ...]:
         """Delays in the world's own terms: the spec's edges (the margin, the lease), the
         at-least-once window of a takeover, the lease plus the gap to another drive's tick, and
@@ -224,6 +398,12 @@ class WorldShape:
                     for extra in (1.0, 25.0, 100.0):
                         delays.add(lease + gap + extra)
         return tuple(sorted(d for d in delays if d > 0))
+
+    def start_again_ms(self) -> float:
+        """How much later a run begins when its scenario's start was lost and started again: the
+        world's wait before it starts again, and the longest gap to a drive's next tick."""
+        gaps = [cadence.every_ms for cadence in self.cadences] or [0.0]
+        return START_AGAIN_MS + max(gaps)
 
     def crash_times(self) -> tuple[float, ...]:
         """Moments inside passes: just after a tick began, when a pass is claiming, beginning or
@@ -277,11 +457,87 @@ def shape_of(simulation: Simulation) -> WorldShape:
         services=tuple(ServiceShape.of(service) for service in setup.services),
         service_calls=made.services,
         versions=tuple(setup.versions),
+        retries_ms=retry_schedule(trace),
+        starts=_starts(trace, drives),
+        on_runs=made.on_runs,
+        passes=made.passes,
     )
 
 
+def _starts(trace: Trace, drives: dict[str, None]) -> tuple[StartCall, ...]:
+    """Every ``start_or_join`` a known drive sent, numbered per drive as a plan counts them, with
+    the moments the run it made (or joined) began its first pass and ended its last."""
+    sent: dict[tuple[str, int], StartCall] = {}
+    made: Counter[str] = Counter()
+    runs: dict[tuple[str, int], str] = {}
+    began: dict[str, float] = {}
+    ended: dict[str, float] = {}
+    ticked: dict[str, float] = {}
+    scopes: dict[tuple[str, int], str] = {}
+    for event in trace.of("rpc.send", "rpc.exec", "handler.invoke", "pass.outcome", "drive.tick"):
+        kind, t = event["ev"], float(event["t"])
+        if kind == "drive.tick":
+            ticked[str(event["scope"])] = t
+        elif kind == "handler.invoke":
+            began.setdefault(str(event["run"]), t)
+        elif kind == "pass.outcome":
+            ended[str(event["run"])] = t
+        elif event["op"] != "start_or_join" or str(event["link"]) not in drives:
+            continue
+        elif kind == "rpc.send":
+            drive = str(event["link"])
+            made[drive] += 1
+            sent[(drive, int(event["seq"]))] = StartCall(drive=drive, nth=made[drive], sent_ms=t)
+            scopes[(drive, int(event["seq"]))] = str(event["scope"])
+        elif isinstance(event.get("result"), dict):
+            runs[(str(event["link"]), int(event["seq"]))] = str(event["result"]["id"])
+    return tuple(
+        attrs.evolve(
+            start,
+            began_ms=began.get(runs.get(at, "")),
+            ended_ms=ended.get(runs.get(at, "")),
+            ticked_until_ms=ticked.get(scopes[at]),
+        )
+        for at, start in sent.items()
+    )
+
+
+def retry_schedule(trace: Trace) -> tuple[tuple[float, float], ...]:
+    """When each retry of a failed pass may be due, counted from the failure, as (earliest,
+    latest) ms, for every retry policy a job of the world registered (the walk's, the
+    simulator's own, aside): the policy's backoff, summed, with its jitter either way
+    (docs/protocol.md, "Retries and backoff")."""
+    policies = {
+        _policy_of(event.get("retry"))
+        for event in trace.of("job.register")
+        if event.get("module_id") != WALK_MODULE and "refused" not in event
+    }
+    due: set[tuple[float, float]] = set()
+    for policy in policies:
+        earliest = latest = 0.0
+        for attempt in range(1, policy.max_attempts):
+            delay = min(policy.base_delay_ms * 2 ** (attempt - 1), policy.max_delay_ms)
+            earliest += delay * (1 - _RETRY_JITTER)
+            latest += delay * (1 + _RETRY_JITTER)
+            due.add((round(earliest, 3), round(latest, 3)))
+    return tuple(sorted(due))
+
+
+def _policy_of(retry: object) -> RetryPolicy:
+    """The retry policy a ``job.register`` event names (None: the default one)."""
+    if not isinstance(retry, dict):
+        return RetryPolicy()
+    fields = {name: retry[name] for name in _POLICY_FIELDS if name in retry}
+    return RetryPolicy(**fields)
+
+
+_POLICY_FIELDS = ("max_attempts", "base_delay_ms", "max_delay_ms")
+#: A backoff is jittered by this share either way (``driver._policy.retry_backoff_ms``).
+_RETRY_JITTER = 0.2
+
+
 def _service_calls(
-    sends: Iterable[dict[str, Any]], drives: dict[str, None]
+    sends: Iterable[dict[str, Any]], drives: dict[str, None], names: dict[str, str] | None = None
 ) -> tuple[ServiceCall, ...]:
     """Every ``svc.send`` of a known drive, numbered per drive and operation as a plan counts."""
     made: Counter[tuple[str, str]] = Counter()
@@ -299,6 +555,7 @@ def _service_calls(
                 nth=made[(drive, op)],
                 timeout_ms=None if timeout is None else float(timeout),
                 sent_ms=float(event["t"]),
+                run=(names or {}).get(str(event.get("run")), ""),
             )
         )
     return tuple(calls)

@@ -8,10 +8,16 @@ what each world reached.
    pass in flight on the old version);
 2. :func:`single_plans`: every single fault that strikes at an event of the world, the job's
    outside world first, and each drive kept away for a while;
+2b. :func:`start_plans`: each start of the world (the scenario's, a handler's) lost, answered
+   late, delivered late, and sent again by its caller, landing before, during and after the run
+   it made: a start joins only a live run;
 3. :func:`answer_in_doubt_then_down`: two faults that work together at a service: one call's
    answer left in doubt (its reply lost, or past the caller's timeout, or its request given up
    and delivered late), and the service down from just after that call ran, so that what the job
    does next (a retry, a fallback, a reconciliation) meets a refusal;
+3b. :func:`in_own_time`: a service call's reply held, or its service down after its answer was
+   lost, until just before and just past each time the service declares (a client's patience,
+   how long keys are kept) and each retry of the job's schedule;
 4. :func:`second_faults`: a fault, then a second aimed at the world the first one made: at the
    calls a drive made there and never made in the clean world (a takeover's pass, a retry), or,
    when the first kept a drive away, at the calls of the drives left, past the takeover that no
@@ -41,11 +47,12 @@ from ..faults._plan import (
     FaultPlan,
     HoldLeg,
     LateRequest,
+    RepeatStart,
     ServiceOutage,
     Until,
 )
 from ._coverage import Coverage
-from ._shape import CallsMade, ServiceCall, WorldShape
+from ._shape import CallsMade, ServiceCall, StartCall, WorldShape
 
 #: How many of the single faults that reached the rarest windows are combined in pairs.
 _COMBINED = 10
@@ -167,6 +174,32 @@ def _answers_in_doubt(shape: WorldShape, call: ServiceCall) -> tuple[Fault, Faul
     )
 
 
+def start_plans(shape: WorldShape, share: int) -> list[FaultPlan]:
+    """Stage 2b, at most ``share`` plans: every start of the clean world, the scenario's and its
+    handlers', struck as a call: its request lost, its reply lost after it ran, its reply held
+    until the run it made has ended; its request given up by its caller and delivered late, and
+    the same start sent again by its caller, each landing before the run's first pass, during
+    the run, just after it ended, and just after the run a start sent again made has ended
+    (:meth:`StartCall.landing_ms`). The start's caller starts again when it fails (``World.start``
+    does; a handler's pass fails and is retried): a late first start then makes a second run."""
+    plans = [FaultPlan((fault,)) for start in shape.starts for fault in _start_faults(shape, start)]
+    return _spread(plans, share)
+
+
+def _start_faults(shape: WorldShape, start: StartCall) -> Iterator[Fault]:
+    """The faults of one start, the lost ones first, then the late, then the repeated."""
+    drive, nth, op = start.drive, start.nth, "start_or_join"
+    yield DropLeg(drive=drive, operation=op, nth=nth, leg="request")
+    yield DropLeg(drive=drive, operation=op, nth=nth, leg="reply")
+    landings = start.landing_ms(shape.horizon_ms, shape.start_again_ms())
+    if len(landings) > 2:  # past the run's end: the caller waits for an answer that long
+        yield DelayLeg(drive=drive, operation=op, nth=nth, leg="reply", ms=landings[2])
+    for ms in landings:
+        yield LateRequest(drive=drive, operation=op, nth=nth, ms=ms)
+    for ms in landings:
+        yield RepeatStart(drive=drive, nth=nth, after_ms=ms)
+
+
 def answer_in_doubt_then_down(shape: WorldShape, share: int) -> list[FaultPlan]:
     """Stage 3, coordinated faults at a service, at most ``share`` of them: for every service
     call of the clean world, its answer left in doubt, and its service down from just after the
@@ -183,6 +216,30 @@ def answer_in_doubt_then_down(shape: WorldShape, share: int) -> list[FaultPlan]:
             down = ServiceOutage(service=call.service, from_ms=ran, to_ms=end)
             plans.extend(FaultPlan((doubt, down)) for doubt in doubts)
     return _spread(plans, share)
+
+
+def in_own_time(shape: WorldShape, share: int) -> list[FaultPlan]:
+    """Stage 3b, faults timed by the services' own times and the job's retry schedule, at most
+    ``share`` plans, for every service call of the clean world: its reply held just inside and
+    just past each time its service declares (a client that gives up after 8 s needs a reply
+    8 s late, which no delay counted in leases draws), then its answer lost with the service
+    down from just after it ran until each end of :meth:`WorldShape.outage_ends` (a key the
+    provider forgets after a minute, met only by the retry that comes after the minute)."""
+    delays: list[FaultPlan] = []
+    outages: list[FaultPlan] = []
+    for call in shape.service_calls:
+        drive, op, nth = call.drive, call.operation, call.nth
+        trip = 2 * shape.latency_of(call.service) + 1.0
+        for ms in shape.times_of(call.service):
+            for delay in (ms - trip, ms + 1.0):
+                if delay > 0:
+                    held = DelayLeg(drive=drive, operation=op, nth=nth, leg="reply", ms=delay)
+                    delays.append(FaultPlan((held,)))
+        lost = DropLeg(drive=drive, operation=op, nth=nth, leg="reply")
+        for end in shape.outage_ends(call):
+            down = ServiceOutage(service=call.service, from_ms=shape.ran_ms(call), to_ms=end)
+            outages.append(FaultPlan((lost, down)))
+    return _spread(delays + outages, share)
 
 
 def _outage_plans(shape: WorldShape) -> Iterator[FaultPlan]:
@@ -266,31 +323,42 @@ _SECOND_UNTIL: tuple[Until, ...] = ("takeover", "effect", "commit", "tick", "ste
 
 @attrs.frozen
 class _Moved:
-    """What a first fault changed of who did what: the calls its world made that the clean
-    world did not (by drive, operation and nth), and the drives that made fewer."""
+    """What a fault changed of who did what, against the world before it: the calls its world
+    made that the one before did not (by drive, operation and nth), and the drives that made
+    fewer. A call is new when its drive made more of that operation, or when it was made in a
+    pass of a run its drive never ran a pass of before (the takeover's drive, the retry's drive),
+    even when the counts came out the same: two drives that swapped runs."""
 
     scope: tuple[tuple[str, str, int], ...]
     services: tuple[ServiceCall, ...]
     away: tuple[str, ...]
 
     @classmethod
-    def of(cls, clean: CallsMade, made: CallsMade) -> _Moved:
-        before, after = clean.counts(), made.counts()
+    def of(cls, before: CallsMade, made: CallsMade) -> _Moved:
+        counted, after = before.counts(), made.counts()
+        elsewhere = set(made.passes) - set(before.passes)
+        moved_runs = {
+            (drive, op, nth) for drive, op, nth, run in made.on_runs if (drive, run) in elsewhere
+        }
         # The calls that act on a run (not the due list's reads, one per idle tick).
         scope = tuple(
             (drive, op, nth)
             for drive, op, n in made.scope
             if op in OPERATIONS
-            for nth in range(before[(drive, op)] + 1, n + 1)
+            for nth in range(1, n + 1)
+            if nth > counted[(drive, op)] or (drive, op, nth) in moved_runs
         )
         services = tuple(
-            call for call in made.services if call.nth > before[(call.drive, call.operation)]
+            call
+            for call in made.services
+            if call.nth > counted[(call.drive, call.operation)]
+            or (call.drive, call.run) in elsewhere
         )
         # A drive kept away made fewer calls that act on a run (not fewer idle reads: a world
         # that ended sooner made those too).
         fewer = {
             drive
-            for (drive, op), n in before.items()
+            for (drive, op), n in counted.items()
             if (op in OPERATIONS or "." in op) and after[(drive, op)] < n
         }
         return cls(scope, services, tuple(sorted(fewer)))
@@ -300,39 +368,50 @@ class _Moved:
 
     @property
     def took_over(self) -> bool:
-        """Whether a drive began a pass it did not begin in the clean world."""
+        """Whether a drive began a pass it did not begin in the world before."""
         return any(op == "begin" for _, op, _ in self.scope)
 
 
 def second_faults(
     shape: WorldShape, firsts: Mapping[FaultPlan, CallsMade], share: int
 ) -> list[FaultPlan]:
-    """Stage 4, a fault and a second aimed at the world the first one made, at most ``share``.
+    """Stage 4, a fault and a second aimed at the world the first one made, at most ``share``:
+    :func:`next_faults` over the worlds of the single faults, each against the clean world."""
+    clean = shape.made()
+    return next_faults(shape, {first: (clean, made) for first, made in firsts.items()}, share)
 
-    A clean world shows which drive runs which pass; a first fault changes that: a pass fails and
-    another drive takes the run over, a retry makes a call again, a drive kept away leaves its
-    work to the others. The second fault strikes the calls of THAT world: the calls a drive made
-    there and never made in the clean world, or, when the first kept a drive away, every call of
-    the drives left (a reply held past the lease is no longer cut short by a takeover). Of the
-    first faults that changed the same calls, the first one (in stage 2's order) stands for all.
-    The plans are dealt out round-robin over those first faults, takeovers first, so that each
-    gets its most likely second faults before any gets its least likely ones."""
-    clean = CallsMade(scope=shape.calls, services=shape.service_calls)
-    seen: set[tuple[object, ...]] = set()
-    moved: list[tuple[FaultPlan, _Moved]] = []
-    for first, made in firsts.items():
-        change = _Moved.of(clean, made)
+
+def next_faults(
+    shape: WorldShape,
+    worlds: Mapping[FaultPlan, tuple[CallsMade, CallsMade]],
+    share: int,
+    seen: set[tuple[object, ...]] | None = None,
+) -> list[FaultPlan]:
+    """Stage 4 and the chains after it: one fault more, aimed at the world each plan of
+    ``worlds`` made (given as the calls of the world before its last fault and of its own), at
+    most ``share`` plans.
+
+    A clean world shows which drive runs which pass; a fault changes that: a pass fails and
+    another drive takes the run over, a retry makes a call again, a lookup or a fallback makes a
+    call never made before, a drive kept away leaves its work to the others. The next fault
+    strikes the calls of THAT world: the calls a drive made there and not in the world before
+    (:class:`_Moved`), or, when the last fault kept a drive away, every call of the drives left
+    (a reply held past the lease is no longer cut short by a takeover). Of the plans whose last
+    fault changed the same calls, the first one stands for all (``seen`` carries that across the
+    depths of a chain). The plans are dealt out round-robin, takeovers first, so that each world
+    gets its most likely next faults before any gets its least likely ones."""
+    seen = set() if seen is None else seen
+    moved: list[tuple[FaultPlan, _Moved, CallsMade]] = []
+    for plan, (before, made) in worlds.items():
+        change = _Moved.of(before, made)
         if change.key() in seen or not (change.scope or change.services or change.away):
             continue
         seen.add(change.key())
-        moved.append((first, change))
-    moved.sort(key=lambda pair: not pair[1].took_over)  # stable: stage 2's order within each
+        moved.append((plan, change, made))
+    moved.sort(key=lambda each: not each[1].took_over)  # stable: the given order within each
     lists = [
-        [
-            FaultPlan((*first.faults, second))
-            for second in _aimed_at(shape, change, made=firsts[first])
-        ]
-        for first, change in moved
+        [FaultPlan((*plan.faults, fault)) for fault in _aimed_at(shape, change, made=made)]
+        for plan, change, made in moved
     ]
     dealt = (plan for row in itertools.zip_longest(*lists) for plan in row if plan is not None)
     return list(itertools.islice(dict.fromkeys(dealt), share))
@@ -361,6 +440,9 @@ def _aimed_at(shape: WorldShape, change: _Moved, *, made: CallsMade) -> Iterator
     away = _kept_away_ms(shape)
     for call in services:
         yield from _answers_in_doubt(shape, call)
+        # Refused: the pass that made the call fails (a retry's, a takeover's pass failed too).
+        trip = 2 * shape.latency_of(call.service) + 1.0
+        yield ServiceOutage(service=call.service, from_ms=call.sent_ms, to_ms=call.sent_ms + trip)
         yield CrashAfter(drive=call.drive, operation=call.operation, nth=call.nth)
         yield CrashAfter(drive=call.drive, operation=call.operation, nth=call.nth, down_ms=away)
     for drive, op, nth in scope:

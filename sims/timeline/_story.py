@@ -194,6 +194,18 @@ def _late_effect(effect: Effect) -> str:
     )
 
 
+def _start_failed(e: dict[str, Any]) -> str:
+    """A start that failed on the wire: the scenario's, tried again or given up, or a repeated
+    one (which its caller leaves at that)."""
+    failed = f"the start on {e['scope']} fails ({e['error']}): it may have run, or may still run"
+    if "repeat" in e:
+        return f"{failed}; the caller of start {e['repeat']} leaves it at that"
+    if "again_ms" in e:
+        again = ms(e["again_ms"])
+        return f"{failed}; try {e['try']} of {e['tries']}, it starts again in {again} ms"
+    return f"{failed}; that was try {e['try']} of {e['tries']}: the scenario's start raises"
+
+
 def _raised(e: dict[str, Any]) -> str | None:
     """A handler or a step body that raised, with the exception's type and the user's line;
     told for exceptions of the user's own code (the outside world's are told by their call)."""
@@ -211,6 +223,12 @@ _TELLERS: dict[str, Teller] = {
     "world.start": lambda e: (
         f"starts run {short(e['run'])} on {e['scope']}"
         + (f", for run {short(e['by'])} (its handler's ctx.start_run)" if "by" in e else "")
+        + (f" (start {e['repeat']} sent again)" if "repeat" in e else "")
+    ),
+    "world.start.failed": _start_failed,
+    "fault.repeat": lambda e: (
+        f"fault: the caller of {_call(e)} sends that start again, {ms(e['after_ms'])} ms later "
+        "(a second click, a client that never saw the answer)"
     ),
     "world.note": lambda e: str(e["text"]),
     "claim.won": _claim,

@@ -113,18 +113,37 @@ def _check_latency(name: str, latency: object) -> None:
     )
 
 
+def _check_times(name: str, times: object) -> None:
+    if not isinstance(times, Mapping):
+        raise ValueError(
+            f"Service({name!r}, times_ms={times!r}); give a dict of names to durations in ms, "
+            "such as {'idempotency keys kept': 86_400_000}"
+        )
+    for what, ms in times.items():
+        number = isinstance(ms, int | float) and not isinstance(ms, bool)
+        if not isinstance(what, str) or not what or not number or not 0 < ms < math.inf:
+            raise ValueError(
+                f"Service({name!r}, times_ms={{{what!r}: {ms!r}}}); name each time with a "
+                "non-empty str and give a finite number of ms above 0"
+            )
+
+
 @attrs.frozen
 class Service:
     """A simulated external system: its ``operations`` by name (a function ``fn(state, args)`` or
     an :class:`Operation`), its ``state`` (made fresh per world by calling ``state()``), each
-    leg's ``latency_ms``, and the share of requests it ``refuses`` transiently (drawn from the
-    seed; a refused request does not run)."""
+    leg's ``latency_ms``, the share of requests it ``refuses`` transiently (drawn from the
+    seed; a refused request does not run), and its own ``times_ms``: how long it keeps
+    idempotency keys, when its client gives up, a capture's delay, each by a name of yours. The
+    search draws delays and outages just before and just past each of them (docs/search.md,
+    "Time in the world's own terms"); the world does nothing else with them."""
 
     name: str
     operations: Mapping[str, OperationFn | Operation] = attrs.field(kw_only=True)
     state: Callable[[], Any] = attrs.field(default=dict, kw_only=True)
     latency_ms: Latency = attrs.field(default=1.0, kw_only=True)
     refuses: float = attrs.field(default=0.0, kw_only=True)
+    times_ms: Mapping[str, float] = attrs.field(factory=dict, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         _check_name("Service", self.name)
@@ -148,6 +167,7 @@ class Service:
             )
         check_state(self.name, self.state, self.state())
         _check_latency(self.name, self.latency_ms)
+        _check_times(self.name, self.times_ms)
         refuses = self.refuses
         number = isinstance(refuses, int | float) and not isinstance(refuses, bool)
         if not number or not 0 <= refuses < 1:

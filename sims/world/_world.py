@@ -10,6 +10,7 @@ so adding a stream does not shift the draws of the others, and ``PYTHONHASHSEED`
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import random
@@ -47,6 +48,7 @@ from scopehost import (
     ScopeEvicted,
     ScopeHost,
     ScopeHostError,
+    TransportError,
     Verdict,
     describe,
 )
@@ -54,6 +56,7 @@ from scopehost._network import withdraw
 
 from .._trace import Trace, effect_recorded
 from ..faults._plan import (
+    START_OPERATION,
     CrashAfter,
     CrashDrive,
     DelayLeg,
@@ -68,9 +71,10 @@ from ..faults._plan import (
     LateRequest,
     PauseDrive,
     PctSchedule,
+    RepeatStart,
     StoreClockFault,
 )
-from ._fence import FencedLink, Incarnation, living_as, only_kills
+from ._fence import DriveKilled, FencedLink, Incarnation, living_as, only_kills
 from ._incident import latest_ms, moved
 from ._recording import WorldJobDriver
 from ._services import Service, Services
@@ -84,6 +88,11 @@ _DRIVE_LOG.propagate = False
 
 #: How often the world asks a scope again when an eviction refused its own read unrun.
 _READ_TRIES = 5
+#: How often ``World.start`` tries a start that failed on the wire, in all, and how long it
+#: waits before the next try: the guide's caller, who starts again when a start raises (a start
+#: joins the run a lost one made while that run is live).
+START_TRIES = 3
+START_AGAIN_MS = 500.0
 
 #: The module and job every simulated walk is registered as.
 WALK_MODULE = "importer"
@@ -149,6 +158,11 @@ class SimDrive:
             for fault in world.plan.faults
             if isinstance(fault, LateRequest) and fault.drive == spec.name
         }
+        # Starts whose caller sends them again, by the drive's nth start (``RepeatStart``).
+        self._repeats: dict[int, list[RepeatStart]] = {}
+        for fault in world.plan.faults:
+            if isinstance(fault, RepeatStart) and fault.drive == spec.name:
+                self._repeats.setdefault(fault.nth, []).append(fault)
         # Legs held until another drive does something, by (operation, leg, nth).
         self._holds: dict[tuple[str, str, int], list[HoldLeg]] = {}
         # Crashes, evictions and deploys right after a call ran, by (operation, nth).
@@ -206,6 +220,7 @@ class SimDrive:
             (call.operation, "request", nth) in self._leg_plan
             or (call.operation, nth) in self._late_plan
             or (call.operation, "request", nth) in self._holds
+            or (call.operation == START_OPERATION and nth in self._repeats)
         )
 
     def _reply_wanted(self, call: LinkCall, outcome: LinkOutcome) -> bool:
@@ -221,6 +236,9 @@ class SimDrive:
 
     async def _on_request(self, call: LinkCall) -> RequestVerdict:
         nth = self._call_index.get(call.seq, 0)
+        if call.operation == START_OPERATION:
+            for repeat in self._repeats.get(nth, ()):
+                self.world.nursery.start_soon(self._repeat_start, repeat, call, nth)
         verdict: RequestVerdict = await self._apply(call, "request")
         late = self._late_plan.get((call.operation, nth)) if self._late_plan else None
         if verdict is None and late is not None:
@@ -250,6 +268,48 @@ class SimDrive:
             return await self._apply(call, "reply")
         finally:
             self._call_index.pop(call.seq, None)
+
+    async def _repeat_start(self, fault: RepeatStart, call: LinkCall, nth: int) -> None:
+        """The caller of the drive's ``nth`` start sends it again ``after_ms`` later: the same
+        start through the drive's kernel, as the first went, so it mints a new run id and joins
+        the first run only while that one is live. Not sent once the scenario is over (nobody is
+        left to start again): the fault is then reported as never fired."""
+        await self.world.host.sleep_ms(fault.after_ms)
+        if self.world.closing:
+            return
+        self.world.fired.add(fault)
+        where = {"drive": self.name, "op": call.operation, "seq": call.seq, "nth": nth}
+        self.world.trace.record("fault.repeat", {**where, "after_ms": fault.after_ms})
+        key, row = call.args
+        again = StartJobRunInput(
+            module_id=key.module_id,
+            job=key.job,
+            instance=key.instance,
+            payload=json.loads(row.payload),
+            subject=row.subject_id,
+        )
+        self.world.starts_repeated.append(call.seq)
+        try:
+            run = await self.driver.start_job_run(call.scope_id, again)
+        except (Exception, DriveKilled) as error:
+            # The repeat met a fault of its own (or its drive was killed): its caller gives up.
+            self.world.trace.record(
+                "world.start.failed",
+                {
+                    "drive": self.name,
+                    "scope": call.scope_id,
+                    "repeat": nth,
+                    "error": type(error).__name__,
+                },
+            )
+        else:
+            self.world.trace.record(
+                "world.start",
+                {"drive": self.name, "scope": call.scope_id, "run": run.id, "repeat": nth},
+            )
+        finally:
+            self.world.starts_repeated.remove(call.seq)
+            self.world.quiet_check()
 
     def _strike_after(
         self, fault: CrashAfter | EvictAfter | DeployAfter, call: LinkCall, nth: int
@@ -414,8 +474,12 @@ class World:
         services: tuple[Service, ...] = (),
         stretch_ms: float = 0.0,
         versions: Mapping[str, tuple[JobDefinition, ...]] | None = None,
+        inputs: Any = None,
     ) -> None:
         self.seed = seed
+        #: The scenario's inputs for this world (``@scenario(inputs=...)``): what the drive reads
+        #: its payloads, runs and services' starting state from; None for a scenario without.
+        self.inputs = inputs
         #: Later versions of the world's jobs, by name: what a deploy restarts drives on.
         self.versions = dict(versions or {})
         #: Whether the drives trace what each ``step()`` handed back (``hx.got``, format 4).
@@ -460,6 +524,9 @@ class World:
         #: (drive, seq): a stale pass's write that lands late is part of the world's end. Each
         #: leaves the set as it runs in its scope (``_landed``).
         self.requests_on_the_wire: set[tuple[str, int]] = set()
+        #: The starts a ``RepeatStart`` sent again that have not been answered yet, by the seq of
+        #: the start they repeat: the world's end waits for them as for any call on the wire.
+        self.starts_repeated: list[int] = []
         trace.listeners.append(self._landed)
         self._quiet: trio.Event | None = None
 
@@ -578,6 +645,7 @@ class World:
             self.running
             or self.services.in_flight
             or self.requests_on_the_wire
+            or self.starts_repeated
             or any(drive._working for drive in self.drives.values())
         )
 
@@ -779,14 +847,16 @@ class World:
         subject: str | None = None,
     ) -> JobRun:
         """Start (or join: runs coalesce by key) a run of ``module_id``/``job`` on ``scope_id``,
-        through ``drive``; the start goes into the trace and the story."""
+        through ``drive``; the start goes into the trace and the story. A start the wire lost or
+        gave up on is started again, as the guide's caller does (:meth:`start_again`)."""
         if drive not in self.drives:
             raise ValueError(
                 f"no drive {drive!r} in this world; add it first with world.add_drive(DriveSpec("
                 f"name={drive!r}))"
             )
-        run = await self.drives[drive].driver.start_job_run(
-            self.scope(scope_id),
+        return await self.start_again(
+            drive,
+            scope_id,
             StartJobRunInput(
                 module_id=module_id,
                 job=job,
@@ -795,8 +865,37 @@ class World:
                 subject=subject,
             ),
         )
-        self.trace.record("world.start", {"drive": drive, "scope": scope_id, "run": run.id})
-        return run
+
+    async def start_again(self, drive: str, scope_id: str, input: StartJobRunInput) -> JobRun:
+        """``input`` started through ``drive``, tried up to :data:`START_TRIES` times in all,
+        :data:`START_AGAIN_MS` apart, while the start fails on the wire (a ``TransportError``:
+        its request or reply lost, or given up on). A failed try may have run, or may still run
+        late: the next one joins the run it made while that run is live, and makes another once
+        it ended; that is the caller's part of the at-least-once wire. Each failed try is in the
+        trace and the story; the last one's error is raised."""
+        for tried in range(1, START_TRIES + 1):
+            try:
+                run = await self.drives[drive].driver.start_job_run(self.scope(scope_id), input)
+            except TransportError as error:
+                again = tried < START_TRIES
+                self.trace.record(
+                    "world.start.failed",
+                    {
+                        "drive": drive,
+                        "scope": scope_id,
+                        "try": tried,
+                        "tries": START_TRIES,
+                        "error": type(error).__name__,
+                        **({"again_ms": START_AGAIN_MS} if again else {}),
+                    },
+                )
+                if not again:
+                    raise
+                await self.host.sleep_ms(START_AGAIN_MS)
+                continue
+            self.trace.record("world.start", {"drive": drive, "scope": scope_id, "run": run.id})
+            return run
+        raise AssertionError("unreachable: the last try returns or raises")
 
     async def tick(self, drive: str, scope_id: str, *, max_passes: int = 1) -> None:
         """Drive ``scope_id`` once with ``drive`` now: run up to ``max_passes`` due passes."""
@@ -812,8 +911,9 @@ class World:
         instance: str = "default",
         subject: str | None = None,
     ) -> JobRun:
-        run = await self.drives[drive].driver.start_job_run(
-            self.scope(scope_id),
+        return await self.start_again(
+            drive,
+            scope_id,
             StartJobRunInput(
                 module_id=WALK_MODULE,
                 job=WALK_JOB,
@@ -822,8 +922,6 @@ class World:
                 subject=subject,
             ),
         )
-        self.trace.record("world.start", {"drive": drive, "scope": scope_id, "run": run.id})
-        return run
 
     def every(
         self,

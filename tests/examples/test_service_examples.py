@@ -33,8 +33,10 @@ SEEDS = (1, 2, 3, 4, 5)
 #: None for a fix, which must be clean under every plan documented for it.
 EXPECTED: dict[str, dict[str, str | None]] = {
     "payment_provider.py": {
-        "pay-fallback": "the run ended done and its order was paid 2 times",
-        "pay-undo-and-retry": "the run ended done and its order was paid 0 times",
+        "pay-fallback": "the order's run (shop/pay/default) ended done and it was paid 2 times",
+        "pay-undo-and-retry": (
+            "the order's run (shop/pay/default) ended done and it was paid 0 times"
+        ),
         "pay-once": None,
     },
     "mailer.py": {

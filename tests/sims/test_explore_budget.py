@@ -24,11 +24,10 @@ from sims.cli._arguments import budget_words, checked_budget
 from sims.cli._interrupt import stop_on_ctrl_c
 from sims.cli._main import main
 from sims.search import _executor, _explore
-from sims.search import _stages as stages
 from sims.search._drawn import Drawn, Stopped, Tried
 from sims.search._executor import InProcess, WorldJob, WorldResult
 from sims.search._explore import _Search
-from sims.search._stages import single_plans
+from sims.search._stages import single_plans, start_plans
 
 RACY = Path(__file__).parent / "worlds" / "racy_jobs.py"
 CLEAN = f"{RACY}:at-least-once"
@@ -65,65 +64,100 @@ def _singles(scenario: str) -> int:
     return len(single_plans(world_shape(scenario), 10**9))
 
 
+def _starts(scenario: str) -> int:
+    return len(start_plans(world_shape(scenario), 10**9))
+
+
 # -- every stage stops within its seconds --------------------------------------------------------
 
 
-@pytest.fixture
-def seconds_planned(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many plans the stage of a second fault listed, as the search asks for it."""
-    planned: list[int] = []
-    real = stages.second_faults
-
-    def counted(*args: Any) -> list[FaultPlan]:
-        plans = real(*args)
-        planned.append(len(plans))
-        return plans
-
-    monkeypatch.setattr(_explore, "second_faults", counted)
-    return planned
+#: The world budget of the searches that cut a stage short: enough for every stage to begin (the
+#: chains of stage 4 take half of what is left at each depth).
+STAGES_WORLDS = 1_000
+_STARTS: dict[str, int] = {}
 
 
-@pytest.mark.parametrize(
-    ("cut", "stage"),
-    [
-        (lambda singles, seconds: singles // 2, "single faults"),
-        (lambda singles, seconds: singles + 20, "a second fault, aimed at the world"),
-        (lambda singles, seconds: singles + seconds + 20, "the rarest single faults, in pairs"),
-        (lambda singles, seconds: singles + seconds + 45 + 60, "plans Hypothesis draws"),
-    ],
-)
-def test_each_stage_stops_when_the_time_runs_out(
-    worlds_clock: Callable[[], float],
-    seconds_planned: list[int],
-    cut: Callable[[int, int], int],
-    stage: str,
-) -> None:
-    # How many plans the second fault's stage has: it lists them as it begins, once the single
-    # faults have run (here, one world before the time runs out).
-    singles = _singles(CLEAN)
-    search(CLEAN, max_worlds=10**9, max_seconds=(singles + 1) * WORLD_S, clock=worlds_clock)
-    worlds = cut(singles, seconds_planned[-1])
-    # The worlds run so far, counted (a difference of two float clocks could be a hair short).
+def _stage_starts(worlds_clock: Callable[[], float]) -> dict[str, int]:
+    """How many worlds a search of CLEAN within STAGES_WORLDS had run when each of its stages
+    began, by the line the stage begins with (computed once: it is the same every time)."""
+    if _STARTS:
+        return _STARTS
     begun = round(worlds_clock() / WORLD_S)
-    said: list[str] = []
+
+    def tell(line: str) -> None:
+        _STARTS.setdefault(line, round(worlds_clock() / WORLD_S) - begun)
+
+    report = search(
+        CLEAN, max_worlds=STAGES_WORLDS, max_seconds=10**6, clock=worlds_clock, progress=tell
+    )
+    assert report.stopped == "worlds"
+    return _STARTS
+
+
+CHAINS = "faults added one by one"
+
+
+def _cut_search(
+    worlds_clock: Callable[[], float], worlds: int
+) -> tuple[SearchReport, list[tuple[str, int]]]:
+    """A search of CLEAN whose time runs out after ``worlds`` worlds (the clean world's two
+    aside), with each stage's line and the worlds run when it began."""
+    begun = round(worlds_clock() / WORLD_S)
+    said: list[tuple[str, int]] = []
     report = search(
         CLEAN,
-        max_worlds=10**9,
+        max_worlds=STAGES_WORLDS,
         max_seconds=worlds * WORLD_S,
         clock=lambda: (round(worlds_clock() / WORLD_S) - begun) * WORLD_S,
-        progress=_stages(said),
+        progress=lambda line: said.append((line, round(worlds_clock() / WORLD_S) - begun)),
     )
     assert report.stopped == "seconds"
     assert report.worlds == 2 + worlds  # the clean world twice, then exactly the budget's
-    assert said[-1].startswith(stage)
     line = next(report.lines())
     assert line.startswith(f"explore {report.scenario}, seed 1: no check failed in {2 + worlds} ")
     assert line.endswith(" s of CPU (the time budget ran out). What was searched:")
+    return report, said
 
 
-def test_hypothesis_stops_drawing_when_the_time_runs_out(seconds_planned: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("stage", "into"),
+    [
+        # The stages before the chains are shared out in worlds: cut 20 worlds into the first.
+        ("single faults", lambda began: began["single faults"] + 20),
+        # The chains take half of the time left when they begin, so a budget 20 worlds past
+        # their beginning gives them 10, and the pairs (45 plans) are cut after 10 of theirs.
+        ("the rarest single faults, in pairs", lambda began: began[CHAINS] + 20),
+        # 120 past: the chains take 60, the pairs 45, and Hypothesis is cut after 15.
+        ("plans Hypothesis draws", lambda began: began[CHAINS] + 120),
+    ],
+)
+def test_each_stage_stops_when_the_time_runs_out(
+    worlds_clock: Callable[[], float], stage: str, into: Callable[[dict[str, int]], int]
+) -> None:
+    began = {line.split(" (")[0]: at for line, at in _stage_starts(worlds_clock).items()}
+    began[CHAINS] = next(at for line, at in began.items() if line.startswith(CHAINS))
+    _, said = _cut_search(worlds_clock, into(began))
+    assert said[-1][0].startswith(stage)
+
+
+def test_the_chains_leave_the_stages_after_them_half_of_the_time(
+    worlds_clock: Callable[[], float],
+) -> None:
+    starts = _stage_starts(worlds_clock)
+    chains = next(at for line, at in starts.items() if line.startswith(CHAINS))
+    _, said = _cut_search(worlds_clock, chains + 40)
+    pairs = next(at for line, at in said if line.startswith("the rarest single faults"))
+    assert pairs == chains + 20
+
+
+def test_hypothesis_stops_drawing_when_the_time_runs_out(
+    worlds_clock: Callable[[], float],
+) -> None:
     # The clock jumps past the budget as Hypothesis's stage begins: it draws nothing more (its
     # find is stopped from inside its test function), and the search ends with what it has.
+    began = next(
+        at for line, at in _stage_starts(worlds_clock).items() if line.startswith("plans Hyp")
+    )
     now = [0.0]
     said: list[str] = []
 
@@ -132,9 +166,11 @@ def test_hypothesis_stops_drawing_when_the_time_runs_out(seconds_planned: list[i
         if line.startswith("plans Hypothesis draws"):
             now[0] = 100.0
 
-    report = search(CLEAN, max_worlds=10**9, max_seconds=10.0, clock=lambda: now[0], progress=tell)
+    report = search(
+        CLEAN, max_worlds=STAGES_WORLDS, max_seconds=10.0, clock=lambda: now[0], progress=tell
+    )
     assert report.stopped == "seconds"
-    assert report.worlds == 2 + _singles(CLEAN) + seconds_planned[-1] + 45
+    assert report.worlds == 2 + began
     assert said[-1] == "plans Hypothesis draws"
 
 
@@ -243,9 +279,9 @@ def _stopped_at(stage: str, scenario: str, **options: Any) -> SearchReport:
 
 
 def test_a_stop_ends_the_search_with_what_it_searched() -> None:
-    report = _stopped_at("a second fault", CLEAN, max_seconds=None)
+    report = _stopped_at("faults added one by one", CLEAN, max_seconds=None)
     assert report.stopped == "interrupted"
-    assert report.worlds == 2 + _singles(CLEAN)
+    assert report.worlds == 2 + _singles(CLEAN) + _starts(CLEAN)
     assert not report.failed
     lines = list(report.lines())
     assert lines[0].endswith(" s of CPU (interrupted: Ctrl-C). What was searched:")
@@ -265,9 +301,9 @@ def test_a_stop_while_shrinking_reports_the_failing_plan_found_so_far() -> None:
 
 
 def test_a_stop_on_worker_processes_ends_the_search_as_in_one() -> None:
-    report = _stopped_at("a second fault", CLEAN, max_seconds=None, jobs=2)
+    report = _stopped_at("faults added one by one", CLEAN, max_seconds=None, jobs=2)
     assert report.stopped == "interrupted"
-    assert report.worlds == 2 + _singles(CLEAN)
+    assert report.worlds == 2 + _singles(CLEAN) + _starts(CLEAN)
 
 
 @contextmanager
@@ -300,13 +336,13 @@ def test_ctrl_c_stops_explore_at_once_with_its_summary_and_exit_130(jobs: str) -
     # Real processes and a real signal: the one test here that takes real time. It waits for the
     # line explore prints as Hypothesis's stage begins, with a minute of budget left, and sends
     # Ctrl-C to the whole process group, as a terminal does (worker processes included).
-    world = f"{EXAMPLES / 'double_charge.py'}:charge-once"
+    world = f"{EXAMPLES / 'payment_provider.py'}:pay-once"
     args = (world, "--budget", "60s", "--jobs", jobs)
     with _explore_until("plans Hypothesis draws", *args) as process:
         os.killpg(process.pid, signal.SIGINT)
         out, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
-    assert re.match(r"explore \S*double_charge.py:charge-once, seed 1: no check failed in ", out)
+    assert re.match(r"explore \S*payment_provider.py:pay-once, seed 1: no check failed in ", out)
     assert "(interrupted: Ctrl-C). What was searched:\n  windows entered: " in out
     assert "Traceback" not in err
     assert "Exception ignored" not in err
@@ -324,7 +360,11 @@ def test_explore_says_its_budget_and_each_stage_on_stderr(
         "explore: searching up to 80 worlds; Ctrl-C stops it and says what it searched",
         "explore: the clean world, twice",
         f"explore: single faults ({min(_singles(CLEAN), (80 - 2) // 2)} plans)",
-        "explore: a second fault, aimed at the world a first one made",
+        f"explore: starts lost, late and repeated ({_starts(CLEAN)} plans)",
+        "explore: faults added one by one, each aimed at the world the faults before it made",
+        "explore: a second fault, aimed at the worlds of 1 fault (15 plans)",
+        "explore: a third fault, aimed at the worlds of 2 faults (7 plans)",
+        "explore: a fourth fault, aimed at the worlds of 3 faults (4 plans)",
         "explore: the rarest single faults, in pairs",
     ]
 

@@ -162,10 +162,20 @@ async def sent_in_one_call(ctx: JobPassContext) -> JobPassResult:
 
 
 def sent_at_least_once(trace: Trace) -> list[str]:
+    """Every mail of every run that ended done was sent. (A run whose every pass was killed ends
+    failed once its attempts are used: the spec promises its steps nothing.)"""
     landed = effects_in(trace)
+    done = {
+        str(run["id"])
+        for end in trace.of("world.end")
+        for runs in end["runs"].values()
+        for run in runs
+        if run["status"] == "done"
+    }
     return [
         f"run {e['run']}: mail {name} never sent"
         for e in trace.of("world.start")
+        if e["run"] in done
         for name in ("a", "b", "c")
         if landed[effect_key(e["run"], name)] < 1
     ]

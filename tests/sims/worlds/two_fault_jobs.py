@@ -112,14 +112,28 @@ async def _two_drives(world: World) -> None:
     world.every("alarm", SCOPE, every_ms=1_000, first_ms=500, until_ms=HORIZON_MS)
 
 
+def _run_keys(trace: Trace) -> tuple[dict[str, str], dict[str, str]]:
+    """Each run's run key (``MODULE/JOB/INSTANCE``: the work a start names) by run id, and each
+    key's status at the world's end: ``done`` when any of its runs ended done, else its last run's.
+    A start tried again after its reply was lost makes a second run of the same work when the first
+    had already ended: the runs a start made again are judged together."""
+    key_of: dict[str, str] = {}
+    status: dict[str, str] = {}
+    for event in trace.of("world.end"):
+        for rows in event["runs"].values():
+            for row in rows:
+                key = f"{row['module_id']}/{row['job']}/{row['instance']}"
+                key_of[str(row["id"])] = key
+                if status.get(key) != "done":
+                    status[key] = str(row["status"])
+    return key_of, status
+
+
 def _run_status(trace: Trace) -> dict[str, str]:
-    """Each run's status at the world's end, by run id."""
-    return {
-        str(row["id"]): str(row["status"])
-        for event in trace.of("world.end")
-        for rows in event["runs"].values()
-        for row in rows
-    }
+    """Each run's status at the world's end, by run id: its run key's (see ``_run_keys``), so that
+    a run's effects are judged with those of the other runs of its key."""
+    key_of, status = _run_keys(trace)
+    return {run: status[key] for run, key in key_of.items()}
 
 
 def _keyed_charge(prefix: str) -> Any:
@@ -277,23 +291,24 @@ def _label(close_first: bool) -> Any:
 
 
 def one_label_per_order(trace: Trace) -> list[UserFinding]:
-    """A parcel whose run ended done has exactly one label bought, at swift or at the post; any
-    parcel at most one (each label is paid for)."""
-    status = _run_status(trace)
+    """A parcel one of whose runs ended done has exactly one label bought, at swift or at the
+    post; any parcel at most one (each label is paid for). One parcel per run key: the runs a start
+    made again are judged together."""
+    key_of, status = _run_keys(trace)
     bought: dict[str, list[dict[str, Any]]] = {}
     for event in trace.of("svc.exec"):
         if event["op"] in ("swift.buy", "post.buy") and event["effect"]:
-            bought.setdefault(event["run"], []).append(event)
+            bought.setdefault(key_of.get(event["run"], event["run"]), []).append(event)
     findings = []
-    for run, ended in sorted(status.items()):
-        made = bought.get(run, [])
+    for key, ended in sorted(status.items()):
+        made = bought.get(key, [])
         if len(made) > 1 or (ended == "done" and not made):
             findings.append(
                 UserFinding(
-                    f"the run ended {ended} and {len(made)} labels were bought"
+                    f"the runs of {key} ended {ended} and {len(made)} labels were bought"
                     + "".join(f"; {e['result']['id']} at {e['t']} ms" for e in made),
                     at_ms=made[-1]["t"] if made else None,
-                    run=run,
+                    run=made[-1]["run"] if made else None,
                 )
             )
     return findings
