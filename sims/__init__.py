@@ -64,7 +64,7 @@ from .runners._simulate import WorldError, scenario_names, simulate
 from .runners._sweep import SeedSummary, SweepReport, sweep
 from .runners._testing import WorldFailed, check_worlds, describe_failure
 from .scenarios._deploy_checks import carries_the_ledger
-from .scenarios._effect_checks import at_most_once, once_per_done_run
+from .scenarios._effect_checks import at_most_once, once_per_done_run, run_keys
 from .scenarios._registry import (
     SCENARIOS,
     Expectation,
@@ -197,6 +197,7 @@ __all__ = [
     "render_html",
     "render_terminal",
     "replay_command",
+    "run_keys",
     "run_world",
     "scenario",
     "scenario_names",

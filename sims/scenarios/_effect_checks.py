@@ -126,6 +126,23 @@ class _Ended:
     status: str
 
 
+def run_keys(trace: Trace) -> tuple[dict[str, str], dict[str, str]]:
+    """Each run's key (``MODULE/JOB/INSTANCE``: the work a start names) by run id, and each key's
+    status at the world's end: ``done`` when any of its runs ended done, else its last run's.
+    What a check of yours judges the runs of one start by: a start tried again after its answer
+    was lost, or sent again, makes a second run of the same work once the first has ended."""
+    key_of: dict[str, str] = {}
+    status: dict[str, str] = {}
+    for event in trace.of("world.end"):
+        for rows in event["runs"].values():
+            for row in rows:
+                key = f"{row['module_id']}/{row['job']}/{row['instance']}"
+                key_of[str(row["id"])] = key
+                if status.get(key) != "done":
+                    status[key] = str(row["status"])
+    return key_of, status
+
+
 def _ended_runs(trace: Trace) -> dict[str, _Ended]:
     """Each run the world ended with, by id, with its run key: its scope, module, job and instance
     (the work a start names). A start tried again after its reply was lost makes a second run of

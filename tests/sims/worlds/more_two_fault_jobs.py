@@ -76,6 +76,7 @@ from sims import (
     World,
     WorldSetup,
     call_service,
+    run_keys,
     scenario,
 )
 
@@ -100,27 +101,10 @@ def _now_ms() -> float:
     return trio.current_time() * 1_000.0
 
 
-def _run_keys(trace: Trace) -> tuple[dict[str, str], dict[str, str]]:
-    """Each run's run key (``MODULE/JOB/INSTANCE``: the work a start names) by run id, and each
-    key's status at the world's end: ``done`` when any of its runs ended done, else its last run's.
-    A start tried again after its reply was lost makes a second run of the same work when the first
-    had already ended: the runs a start made again are judged together."""
-    key_of: dict[str, str] = {}
-    status: dict[str, str] = {}
-    for event in trace.of("world.end"):
-        for rows in event["runs"].values():
-            for row in rows:
-                key = f"{row['module_id']}/{row['job']}/{row['instance']}"
-                key_of[str(row["id"])] = key
-                if status.get(key) != "done":
-                    status[key] = str(row["status"])
-    return key_of, status
-
-
 def _run_status(trace: Trace) -> dict[str, str]:
-    """Each run's status at the world's end, by run id: its run key's (see ``_run_keys``), so that
-    a run's effects are judged with those of the other runs of its key."""
-    key_of, status = _run_keys(trace)
+    """Each run's status at the world's end, by run id: its run key's (``sims.run_keys``), so
+    that a run's effects are judged with those of the other runs of its key."""
+    key_of, status = run_keys(trace)
     return {run: status[key] for run, key in key_of.items()}
 
 

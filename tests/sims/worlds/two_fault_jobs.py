@@ -93,6 +93,7 @@ from sims import (
     at_most_once,
     call_service,
     once_per_done_run,
+    run_keys,
     scenario,
 )
 
@@ -112,27 +113,10 @@ async def _two_drives(world: World) -> None:
     world.every("alarm", SCOPE, every_ms=1_000, first_ms=500, until_ms=HORIZON_MS)
 
 
-def _run_keys(trace: Trace) -> tuple[dict[str, str], dict[str, str]]:
-    """Each run's run key (``MODULE/JOB/INSTANCE``: the work a start names) by run id, and each
-    key's status at the world's end: ``done`` when any of its runs ended done, else its last run's.
-    A start tried again after its reply was lost makes a second run of the same work when the first
-    had already ended: the runs a start made again are judged together."""
-    key_of: dict[str, str] = {}
-    status: dict[str, str] = {}
-    for event in trace.of("world.end"):
-        for rows in event["runs"].values():
-            for row in rows:
-                key = f"{row['module_id']}/{row['job']}/{row['instance']}"
-                key_of[str(row["id"])] = key
-                if status.get(key) != "done":
-                    status[key] = str(row["status"])
-    return key_of, status
-
-
 def _run_status(trace: Trace) -> dict[str, str]:
-    """Each run's status at the world's end, by run id: its run key's (see ``_run_keys``), so that
-    a run's effects are judged with those of the other runs of its key."""
-    key_of, status = _run_keys(trace)
+    """Each run's status at the world's end, by run id: its run key's (``sims.run_keys``), so
+    that a run's effects are judged with those of the other runs of its key."""
+    key_of, status = run_keys(trace)
     return {run: status[key] for run, key in key_of.items()}
 
 
@@ -294,7 +278,7 @@ def one_label_per_order(trace: Trace) -> list[UserFinding]:
     """A parcel one of whose runs ended done has exactly one label bought, at swift or at the
     post; any parcel at most one (each label is paid for). One parcel per run key: the runs a start
     made again are judged together."""
-    key_of, status = _run_keys(trace)
+    key_of, status = run_keys(trace)
     bought: dict[str, list[dict[str, Any]]] = {}
     for event in trace.of("svc.exec"):
         if event["op"] in ("swift.buy", "post.buy") and event["effect"]:
