@@ -248,16 +248,11 @@ class WorldShape:
         """This shape with every call some world of the search made (``seen``, :func:`merged`)
         as if the clean world had made it too: a drive the clean world never used for a run (a
         takeover's, a retry's) is aimed at as soon as one world used it."""
-        counts = Counter({(d, op): n for d, op, n in self.calls})
-        for drive, op, n in seen.scope:
-            counts[(drive, op)] = max(counts[(drive, op)], n)
-        known = {(c.drive, c.operation, c.nth) for c in self.service_calls}
-        more = [c for c in seen.services if (c.drive, c.operation, c.nth) not in known]
-        return attrs.evolve(
-            self,
-            calls=tuple((d, op, n) for (d, op), n in sorted(counts.items())),
-            service_calls=(*self.service_calls, *more),
-        )
+        clean = CallsMade(scope=self.calls, services=self.service_calls)
+        both = merged(clean, seen)
+        if both is clean:
+            return self
+        return attrs.evolve(self, calls=both.scope, service_calls=both.services)
 
     def made(self) -> CallsMade:
         """The calls the clean world made: what a first fault's world is compared with."""
@@ -306,7 +301,7 @@ class WorldShape:
         """How late a request given up by its caller lands after the caller moved on: past the
         caller's own timeout plus a round trip, so whatever the caller does when it gives up (a
         retry, a fallback) has been done."""
-        return (call.timeout_ms or 0.0) + 2 * self.latency_of(call.service) + 1.0
+        return (call.timeout_ms or 0.0) + self.round_trip_ms(call.service)
 
     def service_delays(self, call: ServiceCall | None = None) -> tuple[float, ...]:
         """Delays in the terms of ``call`` (or of every service call): just past a round trip,
@@ -359,6 +354,11 @@ class WorldShape:
             )
         )
 
+    def round_trip_ms(self, service: str) -> float:
+        """Just past the longest round trip to ``service``: both legs at the high end of its
+        latency, and 1 ms more."""
+        return 2 * self.latency_of(service) + 1.0
+
     def ran_ms(self, call: ServiceCall) -> float:
         """When ``call`` ran at its service, at the latest: its request's leg after it was sent."""
         return call.sent_ms + self.latency_of(call.service) + 1.0
@@ -370,7 +370,7 @@ class WorldShape:
         past each retry of the job's schedule (the retry that meets it refused, and the first
         that gets through), counted from the moment the call's pass fails when its answer is
         lost (its timeout, or the lease for a caller that waits)."""
-        trip = 2 * self.latency_of(call.service) + 1.0
+        trip = self.round_trip_ms(call.service)
         ran = self.ran_ms(call)
         ends: list[float] = []
         for ms in self.times_of(call.service):

@@ -229,7 +229,7 @@ def in_own_time(shape: WorldShape, share: int) -> list[FaultPlan]:
     outages: list[FaultPlan] = []
     for call in shape.service_calls:
         drive, op, nth = call.drive, call.operation, call.nth
-        trip = 2 * shape.latency_of(call.service) + 1.0
+        trip = shape.round_trip_ms(call.service)
         for ms in shape.times_of(call.service):
             for delay in (ms - trip, ms + 1.0):
                 if delay > 0:
@@ -441,7 +441,7 @@ def _aimed_at(shape: WorldShape, change: _Moved, *, made: CallsMade) -> Iterator
     for call in services:
         yield from _answers_in_doubt(shape, call)
         # Refused: the pass that made the call fails (a retry's, a takeover's pass failed too).
-        trip = 2 * shape.latency_of(call.service) + 1.0
+        trip = shape.round_trip_ms(call.service)
         yield ServiceOutage(service=call.service, from_ms=call.sent_ms, to_ms=call.sent_ms + trip)
         yield CrashAfter(drive=call.drive, operation=call.operation, nth=call.nth)
         yield CrashAfter(drive=call.drive, operation=call.operation, nth=call.nth, down_ms=away)
