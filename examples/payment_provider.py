@@ -3,9 +3,12 @@
 The job pays for an order in one step. The card provider is a ``Service`` of the world: its
 ``charge`` takes an idempotency key (a repeat of a key is answered with the first charge, without
 charging again), ``refund`` gives a charge's money back, and ``find`` says what became of a key.
-A second rail, the bank, can take a transfer instead. The job calls the provider with a client
-timeout of 5 s: when no reply has come by then, ``call_service`` raises ``ServiceTimeout``, and
-that says nothing about the charge: it may have run, or may still run.
+``find`` is a lagging read, as a provider's search endpoint is: it sees the provider's charges as
+they stood up to 30 s ago (``Operation(find, lag_ms=(0.0, 30_000.0))``, the lag drawn per lookup),
+so a charge made a moment ago may not be found yet. A second rail, the bank, can take a transfer
+instead. The job calls the provider with a client timeout of 5 s: when no reply has come by then,
+``ctx.call_service`` raises ``ServiceTimedOut``, and that says nothing about the charge: it may
+have run, or may still run.
 
 ``pay-fallback`` takes a timeout for a refusal: no answer from the card provider, so it pays by
 the bank. Hold the reply of the cron's first charge past the timeout and the order is paid twice,
@@ -24,24 +27,42 @@ charge, without running it: the job ends done and the order is not paid. The sam
         "FaultPlan((DelayLeg(drive='cron', operation='card.charge', nth=1, leg='reply', \
         ms=6000.0),))"
 
+``pay-fresh-key`` asks before it charges again, as it should, but with a NEW idempotency key for
+each try (``o-17/pay/1``, then ``o-17/pay/2``): after a timeout it looks the first key up with
+``find``, and charges with the second key when the lookup answers None. That is right only if the
+provider's reads saw its writes at once. Under the lag, the first charge ran, its answer came past
+the timeout, and the lookup does not see it yet: the second key charges again, and the order is
+paid twice. Hold the reply of the cron's first charge past the timeout, and let its lookup lag by
+the whole 30 s (a ``StaleRead``; most seeds draw a lag past the 5 s on their own), every seed:
+
+    python -m sims run examples/payment_provider.py:pay-fresh-key --plan \
+        "FaultPlan((DelayLeg(drive='cron', operation='card.charge', nth=1, leg='reply', \
+        ms=6000.0), StaleRead(operation='card.find', nth=1)))"
+
 ``pay-once`` is the fix. It charges with the order's idempotency key, and when the provider does
 not answer in time it asks before it does anything else: ``find`` with the key. A charge that is
-there is the payment; when none is there yet, it charges again with the SAME key, so a first
-request still on the wire is answered from the key when it lands, never charged twice. A refusal
-(``ServiceRefused``: an outage) says the charge did not run; the step fails, and the run is
-retried later. It pays each order once under the plan above and through an outage of the
+there is the payment; when none is there yet (not made, or not seen yet by the lagging lookup), it
+charges again with the SAME key, so a first request that ran, or is still on the wire, is
+answered from the key, never charged twice: the key, not the lookup, is what makes it safe. A
+refusal (``ServiceUnavailable``: an outage) says the charge did not run; the step fails, and the
+run is retried later. It pays each order once under the plans above and through an outage of the
 provider (one that outlasts the run's attempts fails the run, unpaid, which the check allows):
 
     python -m sims run examples/payment_provider.py:pay-once --plan \
         "FaultPlan((DelayLeg(drive='cron', operation='card.charge', nth=1, leg='reply', \
         ms=6000.0),))"
     python -m sims run examples/payment_provider.py:pay-once --plan \
+        "FaultPlan((DelayLeg(drive='cron', operation='card.charge', nth=1, leg='reply', \
+        ms=6000.0), StaleRead(operation='card.find', nth=1)))"
+    python -m sims run examples/payment_provider.py:pay-once --plan \
         "FaultPlan((ServiceOutage(service='card', from_ms=0.0, to_ms=3000.0),))"
 
 ``explore`` finds a plan that breaks each buggy variant on its own (one lost reply of the card
-provider) and shrinks it; on ``pay-once`` it finds none in 3000 worlds:
+provider: for ``pay-fresh-key`` the lookup that follows it lags on its own, by the seed's draw)
+and shrinks it; on ``pay-once`` it finds none in 3000 worlds:
 
     python -m sims explore examples/payment_provider.py:pay-fallback
+    python -m sims explore examples/payment_provider.py:pay-fresh-key
     python -m sims explore examples/payment_provider.py:pay-once --examples 3000
 
 The check, ``paid_once``, is the user's own: the ready-made ``once_per_done_run("card.charge")``
@@ -52,19 +73,18 @@ from __future__ import annotations
 
 from typing import Any
 
+# The job's code ships: it imports only the service port's names, from ``driver``.
+from driver import JobPassContext, JobPassResult, ServiceError, ServiceTimedOut
+
+# The providers, the check and the world are the simulation's: they import ``sims``.
 from sims import (
     DriveSpec,
-    JobPassContext,
-    JobPassResult,
     Operation,
     Service,
-    ServiceError,
-    ServiceTimeout,
     Trace,
     UserFinding,
     World,
     WorldSetup,
-    call_service,
     scenario,
 )
 
@@ -109,14 +129,16 @@ CARD = Service(
     operations={
         "charge": Operation(charge, idempotency_key="key"),
         "refund": refund,
-        "find": find,
+        # A provider's lookup lags its writes, as search endpoints do: a charge made a moment
+        # ago may not be found yet (anywhere from at once to 30 s later, drawn per lookup).
+        "find": Operation(find, lag_ms=(0.0, 30_000.0)),
     },
     latency_ms=(5.0, 50.0),
 )
 BANK = Service("bank", operations={"transfer": transfer}, latency_ms=(20.0, 200.0))
 
 
-# -- the job, three ways ------------------------------------------------------------------------
+# -- the job, four ways -------------------------------------------------------------------------
 
 
 def _charge_args(ctx: JobPassContext) -> dict[str, Any]:
@@ -130,10 +152,10 @@ async def pay_fallback(ctx: JobPassContext) -> JobPassResult:
 
     async def pay() -> str:
         try:
-            await call_service(ctx, "card", "charge", args, timeout_ms=TIMEOUT_MS)
+            await ctx.call_service("card", "charge", args, timeout_ms=TIMEOUT_MS)
             return "card"
-        except ServiceError:  # a ServiceTimeout too: the charge may have run
-            await call_service(ctx, "bank", "transfer", args, timeout_ms=TIMEOUT_MS)
+        except ServiceError:  # a ServiceTimedOut too: the charge may have run
+            await ctx.call_service("bank", "transfer", args, timeout_ms=TIMEOUT_MS)
             return "bank"
 
     await ctx.step("pay", pay)
@@ -147,10 +169,33 @@ async def pay_undo_and_retry(ctx: JobPassContext) -> JobPassResult:
 
     async def pay() -> str:
         try:
-            await call_service(ctx, "card", "charge", args, timeout_ms=TIMEOUT_MS)
-        except ServiceTimeout:
-            await call_service(ctx, "card", "refund", {"key": args["key"]}, timeout_ms=TIMEOUT_MS)
-            await call_service(ctx, "card", "charge", args, timeout_ms=TIMEOUT_MS)
+            await ctx.call_service("card", "charge", args, timeout_ms=TIMEOUT_MS)
+        except ServiceTimedOut:
+            await ctx.call_service("card", "refund", {"key": args["key"]}, timeout_ms=TIMEOUT_MS)
+            await ctx.call_service("card", "charge", args, timeout_ms=TIMEOUT_MS)
+        return "card"
+
+    await ctx.step("pay", pay)
+    return JobPassResult(done=True)
+
+
+async def pay_fresh_key(ctx: JobPassContext) -> JobPassResult:
+    """THE BUG: a new idempotency key for each try, and a lookup trusted to have seen the first
+    charge. Right only if the provider's reads saw its writes at once: under the lag, a charge
+    that ran, whose answer came too late, is not found yet, and the second key charges again."""
+    order = ctx.payload["order"]
+
+    def attempt(n: int) -> dict[str, Any]:
+        return {**_charge_args(ctx), "key": f"{order}/pay/{n}"}
+
+    async def pay() -> str:
+        try:
+            await ctx.call_service("card", "charge", attempt(1), timeout_ms=TIMEOUT_MS)
+        except ServiceTimedOut:
+            first = {"key": attempt(1)["key"]}
+            found = await ctx.call_service("card", "find", first, timeout_ms=TIMEOUT_MS)
+            if found is None:  # "it did not go through": but the lookup lags the charge
+                await ctx.call_service("card", "charge", attempt(2), timeout_ms=TIMEOUT_MS)
         return "card"
 
     await ctx.step("pay", pay)
@@ -163,16 +208,16 @@ async def pay_once(ctx: JobPassContext) -> JobPassResult:
 
     async def pay() -> str:
         try:
-            await call_service(ctx, "card", "charge", args, timeout_ms=TIMEOUT_MS)
-        except ServiceTimeout:
+            await ctx.call_service("card", "charge", args, timeout_ms=TIMEOUT_MS)
+        except ServiceTimedOut:
             # No answer is no news: ask the provider what became of the key.
-            found = await call_service(
-                ctx, "card", "find", {"key": args["key"]}, timeout_ms=TIMEOUT_MS
+            found = await ctx.call_service(
+                "card", "find", {"key": args["key"]}, timeout_ms=TIMEOUT_MS
             )
             if found is None:
                 # Not there yet. The same key: a first request still on the wire is answered
                 # from it when it lands. (Another timeout fails the step; the next pass asks.)
-                await call_service(ctx, "card", "charge", args, timeout_ms=TIMEOUT_MS)
+                await ctx.call_service("card", "charge", args, timeout_ms=TIMEOUT_MS)
         return "card"
 
     await ctx.step("pay", pay)
@@ -254,6 +299,13 @@ async def pay_undo_and_retry_world(world: World) -> None:
     """Pay an order by card, refunding and charging again on a timeout: the refund undoes a
     charge that ran, and the key answers the new charge with the refunded one."""
     await _drive(world, pay_undo_and_retry)
+
+
+@scenario("pay-fresh-key", setup=SETUP, checks=[paid_once])
+async def pay_fresh_key_world(world: World) -> None:
+    """Pay an order by card with a new key per try, looking the first key up after a timeout: the
+    lookup lags the charge, finds nothing, and the second key pays again."""
+    await _drive(world, pay_fresh_key)
 
 
 @scenario("pay-once", setup=SETUP, checks=[paid_once])

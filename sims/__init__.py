@@ -36,9 +36,11 @@ from .faults._plan import (
     NO_FAULTS,
     CrashAfter,
     CrashDrive,
+    DelayCallback,
     DelayLeg,
     Deploy,
     DeployAfter,
+    DropCallback,
     DropLeg,
     Evict,
     EvictAfter,
@@ -46,10 +48,14 @@ from .faults._plan import (
     FaultPlan,
     HoldLeg,
     LateRequest,
+    PartialBatch,
     PauseDrive,
     PctSchedule,
+    RateLimited,
+    RepeatCallback,
     RepeatStart,
     ServiceOutage,
+    StaleRead,
     StoreClockFault,
     UpstreamFailure,
     draw_plan,
@@ -97,6 +103,7 @@ from .world._effects import (
 )
 from .world._fence import DriveKilled
 from .world._marks import sometimes
+from .world._provider import call_back, later, now_ms
 from .world._scheduling import seed_scheduler
 from .world._services import (
     Operation,
@@ -106,6 +113,7 @@ from .world._services import (
     call_service,
 )
 from .world._upstream import Upstream, UpstreamUnavailable
+from .world._wire import ServiceCallRecord, service_calls, service_states
 from .world._world import DriveSpec, SimDrive, World
 
 __all__ = [
@@ -115,6 +123,7 @@ __all__ = [
     "CheckReport",
     "CrashAfter",
     "CrashDrive",
+    "DelayCallback",
     "DelayLeg",
     "Deploy",
     "DeployAfter",
@@ -123,6 +132,7 @@ __all__ = [
     "DeployVerdict",
     "DriveKilled",
     "DriveSpec",
+    "DropCallback",
     "DropLeg",
     "Evict",
     "EvictAfter",
@@ -139,8 +149,11 @@ __all__ = [
     "JobRun",
     "LateRequest",
     "Operation",
+    "PartialBatch",
     "PauseDrive",
     "PctSchedule",
+    "RateLimited",
+    "RepeatCallback",
     "RepeatStart",
     "RetryPolicy",
     "RunVerdict",
@@ -149,6 +162,7 @@ __all__ = [
     "SearchReport",
     "SeedSummary",
     "Service",
+    "ServiceCallRecord",
     "ServiceDeclined",
     "ServiceError",
     "ServiceOutage",
@@ -158,6 +172,7 @@ __all__ = [
     "ServiceUnavailable",
     "SimDrive",
     "Simulation",
+    "StaleRead",
     "StoreClockFault",
     "SweepReport",
     "Trace",
@@ -174,6 +189,7 @@ __all__ = [
     "WorldSetup",
     "WorldShape",
     "at_most_once",
+    "call_back",
     "call_service",
     "carries_the_ledger",
     "check_deploy",
@@ -188,7 +204,9 @@ __all__ = [
     "fault_plans",
     "fault_plans_for",
     "find_scenario",
+    "later",
     "load_file",
+    "now_ms",
     "once_per_done_run",
     "parse_seeds",
     "plan_from_text",
@@ -203,6 +221,8 @@ __all__ = [
     "scenario_names",
     "search",
     "seed_scheduler",
+    "service_calls",
+    "service_states",
     "shrink_plan",
     "simulate",
     "sometimes",

@@ -455,7 +455,8 @@ def test_every_python_block_of_the_simulating_page_runs_as_written(
     # The figures the page quotes for the drawn world's sweep are the sweep's own: the probes it
     # reaches, and the faults that never fired (none of a kind the world cannot fire).
     page = (ROOT / "docs" / "simulating-your-jobs.md").read_text(encoding="utf-8")
-    report = list(sims.sweep(f"{billing}:nightly-invoice-swarm", range(200), jobs=2).lines())
+    swept = sims.sweep(f"{billing}:nightly-invoice-swarm", range(200), jobs=2)
+    report = list(swept.lines(spec_probes=True))  # as `--spec-probes` prints it, as the page says
     reached = re.search(r"it reaches (\d+) of the (\d+)\s+probes", page)
     assert reached is not None
     assert f"  probes hit: {reached[1]} of {reached[2]}" in report
@@ -484,6 +485,29 @@ async def _paying(ctx: sims.JobPassContext) -> sims.JobPassResult:
 def _count(state: dict[str, int], args: dict[str, Any]) -> int:
     state[args["order"]] = state.get(args["order"], 0) + 1
     return state[args["order"]]
+
+
+def provider_traces() -> list[sims.Trace]:
+    """The test world of a provider's own behaviour, under plans that make each of its events
+    happen: a stale read, a partial batch, a rate limit, work held by an outage, a callback lost,
+    sent twice, refused by a drive that is down until the service gives up, and a warning."""
+    world = f"{ROOT / 'tests' / 'sims' / 'worlds' / 'providers.py'}"
+    plans: list[sims.Fault] = [
+        sims.StaleRead(operation="card.search", nth=1),
+        sims.RateLimited(service="mail", nth=1, retry_after_ms=1_500.0),
+        sims.ServiceOutage(service="card", from_ms=3_000.0, to_ms=9_000.0),
+        sims.DropCallback(service="card", nth=1, leg="reply"),
+        sims.RepeatCallback(service="card", nth=1, after_ms=0.0),
+        sims.DelayCallback(service="card", nth=1, ms=2_000.0),
+        sims.PartialBatch(operation="mail.send", nth=1, taken=1),
+        sims.CrashDrive(drive="web", at_ms=3_000.0, down_ms=10_000.0),
+    ]
+    traces = [
+        sims.simulate(f"{world}:provider", 1, plan=sims.FaultPlan((fault,))).outcome.trace
+        for fault in plans
+    ]
+    traces.append(sims.simulate(f"{world}:empty-container", 1).outcome.trace)
+    return traces
 
 
 def service_worlds() -> list[sims.WorldOutcome]:
@@ -537,6 +561,7 @@ def test_the_trace_format_lists_every_event_a_world_writes() -> None:
     simulations.append(sims.simulate("late-begin", 1, plan=sims.FaultPlan((drop,))))
     traces = [simulation.outcome.trace for simulation in simulations]
     traces += [outcome.trace for outcome in service_worlds()]
+    traces += provider_traces()
     fields: dict[str, set[str]] = {}
     for trace in traces:
         for event in trace.events:
@@ -544,7 +569,10 @@ def test_the_trace_format_lists_every_event_a_world_writes() -> None:
     assert {"fault.drop", "world.unfired", "fault.late", "rpc.late"} <= set(fields)
     services = {"svc.timeout", "svc.late", "svc.drop", "svc.abandon", "world.cut", "world.quiet"}
     assert services <= set(fields)
-    assert {"refused", "repeat"} <= fields["svc.exec"]
+    assert {"refused", "repeat", "lag_ms", "stale", "batch", "retry_after_ms"} <= fields["svc.exec"]
+    provider = {"svc.own.held", "svc.callback.refused", "svc.callback.abandoned", "svc.warn"}
+    provider |= {"svc.callback.late"}
+    assert provider <= set(fields)
     assert {"by", "by_op"} <= fields["fault.release"]
     rows = {
         name: line

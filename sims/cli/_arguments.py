@@ -17,6 +17,7 @@ from ..mutants._catalog import MUTANTS
 from ..runners._sweep import SHOWN_SEEDS
 from ..scenarios._registry import SIMPLEST, inputs_from_text
 from ..search._explore import DEFAULT_SECONDS, DEFAULT_WORLDS
+from ..timeline._calls import STORY_CHARS
 from ._before_deploy import add_before_deploy_command
 from ._check import add_check_command
 from ._conformance import add_conformance_command
@@ -77,7 +78,8 @@ mutants (--mutant M: a store with one of the spec's guards removed, to show a ch
 
 fault plans (--plan): a FaultPlan of faults, written as Python values, e.g.
   --plan "FaultPlan((DelayLeg(drive='cron', operation='begin', nth=1, leg='reply', ms=1250),))"
-  A call is named as a drive's nth call of an operation. The kinds:
+  One fault alone, or a list of faults, is the plan of them. A call is named as a drive's nth
+  call of an operation. The kinds:
 {_fault_kinds_help()}
   Grammar: docs/fault-plans.md.
 
@@ -150,6 +152,12 @@ def _add_run(commands: Any) -> None:
     run.add_argument(
         "--story-lines", type=whole_number, default=200, help="most story lines to print"
     )
+    run.add_argument(
+        "--whole-values",
+        action="store_true",
+        help="write each service call's arguments and result, and each service's state at the "
+        f"world's end, whole in the story (by default cut to {STORY_CHARS} characters)",
+    )
 
 
 def _add_sweep(commands: Any) -> None:
@@ -187,6 +195,12 @@ def _add_sweep(commands: Any) -> None:
         metavar="N",
         help=f"list at most N failing seeds with their commands (default {SHOWN_SEEDS}); the "
         "counts by check cover every seed",
+    )
+    sweep_.add_argument(
+        "--spec-probes",
+        action="store_true",
+        help="list the spec's coverage probes for a scenario of your file too (hidden there by "
+        "default: your sometimes marks are listed; a built-in scenario always lists them)",
     )
 
 

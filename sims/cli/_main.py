@@ -150,7 +150,7 @@ def _run(arguments: argparse.Namespace) -> int:
             trace.write(trace_path)
     if timeline_path:
         _write_timeline(simulation, scenario, timeline_path, plan_replaced=plan is not None)
-    _tell(simulation, scenario, story_limit=arguments.story_lines)
+    _tell(simulation, scenario, story_limit=arguments.story_lines, whole=arguments.whole_values)
     if trace_path:
         print(
             f"trace: {trace_path} ({plural(len(trace.events), 'event')}, sha256 {trace.digest()})"
@@ -228,7 +228,9 @@ def _title(simulation: Simulation) -> str:
     return f"{simulation.scenario} — seed {simulation.seed}{mutant}"
 
 
-def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> None:
+def _tell(
+    simulation: Simulation, scenario: Scenario, *, story_limit: int, whole: bool = False
+) -> None:
     print(_title(simulation))
     if scenario.summary:
         print(
@@ -250,7 +252,7 @@ def _tell(simulation: Simulation, scenario: Scenario, *, story_limit: int) -> No
             "  this world keeps no trace (it is too big to hold), so it has no story and no "
             "timeline; its checks ran live as it went"
         )
-    for line in story_lines(simulation.outcome.trace.events, limit=story_limit):
+    for line in story_lines(simulation.outcome.trace.events, limit=story_limit, whole_values=whole):
         print(line)
     if simulation.outcome.trace.events:
         print("\ntimeline:")
@@ -326,7 +328,9 @@ def _sweep(arguments: argparse.Namespace) -> int:
             progress=progress_bar(sys.stderr) if sys.stderr.isatty() else None,
             plan=plan,
         )
-    for line in report.lines(show=arguments.show):
+    # None: the report's own default (shown for a built-in world, hidden for a user's).
+    spec_probes = True if arguments.spec_probes else None
+    for line in report.lines(show=arguments.show, spec_probes=spec_probes):
         print(line)
     return 0 if not report.failing else 1
 

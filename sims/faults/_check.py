@@ -13,6 +13,7 @@ scenario whose own plan documents them fails.
 
 from __future__ import annotations
 
+import difflib
 import math
 import sys
 from collections.abc import Iterable, Mapping
@@ -25,9 +26,11 @@ from ._plan import (
     UPSTREAM_KINDS,
     CrashAfter,
     CrashDrive,
+    DelayCallback,
     DelayLeg,
     Deploy,
     DeployAfter,
+    DropCallback,
     DropLeg,
     Evict,
     EvictAfter,
@@ -35,10 +38,14 @@ from ._plan import (
     FaultPlan,
     HoldLeg,
     LateRequest,
+    PartialBatch,
     PauseDrive,
     PctSchedule,
+    RateLimited,
+    RepeatCallback,
     RepeatStart,
     ServiceOutage,
+    StaleRead,
     StoreClockFault,
     UpstreamFailure,
 )
@@ -58,6 +65,34 @@ _FLOAT_INT_MAX = int(sys.float_info.max)
 
 class PlanError(ValueError):
     """A fault plan that does not fit its world."""
+
+
+def did_you_mean(name: object, names: Iterable[str]) -> str:
+    """``; did you mean 'NAME'?``, naming the one of ``names`` closest to ``name`` (a typo),
+    or "" when none is close: said after the list of every name, which is easy to read past."""
+    return _meant(_closest(name, names))
+
+
+def _closest(name: object, names: Iterable[str]) -> str | None:
+    if not isinstance(name, str):
+        return None
+    close = difflib.get_close_matches(name, list(names), n=1)
+    return close[0] if close else None
+
+
+def _meant(close: str | None) -> str:
+    return f"; did you mean {close!r}?" if close is not None else ""
+
+
+def _call_meant(operation: str, services: Mapping[str, tuple[str, ...]], calls: set[str]) -> str:
+    """:func:`did_you_mean` for a service call. Of a service the world has, only its operations
+    are compared: the ``SERVICE.`` they share would make any of them look close (``bank.charge``
+    is no typo of ``bank.refund``)."""
+    service, _, name = operation.partition(".")
+    if service not in services:
+        return did_you_mean(operation, calls)
+    close = _closest(name, services[service])
+    return _meant(None if close is None else f"{service}.{close}")
 
 
 def check_plan(
@@ -100,20 +135,75 @@ def _service_problem(
     if isinstance(fault, ServiceOutage):
         if fault.service not in services:
             have = ", ".join(services) or "none (declare them in WorldSetup(services=...))"
-            return f"the world has no service {fault.service!r}; its services are {have}"
+            return (
+                f"the world has no service {fault.service!r}; its services are {have}"
+                + did_you_mean(fault.service, services)
+            )
         problem = _duration(fault.from_ms, "from_ms") or _duration(fault.to_ms, "to_ms")
         if problem is None and not fault.to_ms > fault.from_ms:
             problem = "to_ms must be later than from_ms, or the outage lasts no time"
         return problem
+    provider = _provider_problem(fault, services)
+    if provider is not None:
+        return provider
     operation = getattr(fault, "operation", None)
     if not isinstance(operation, str) or "." not in operation:
         return None
     if operation not in calls:
         have = ", ".join(sorted(calls)) or "none (declare them in WorldSetup(services=...))"
-        return f"the world has no service call {operation!r}; its service calls are {have}"
+        return (
+            f"the world has no service call {operation!r}; its service calls are {have}"
+            + _call_meant(operation, services, calls)
+        )
     if isinstance(fault, EvictAfter):
         return "a service call runs in no scope, so nothing can be evicted after it"
     return None
+
+
+def _provider_problem(fault: Fault, services: Mapping[str, tuple[str, ...]]) -> str | None:
+    """What keeps a fault of a provider's own behaviour from striking: a service the world does
+    not have, a count below 1, a negative or endless wait, a leg or an item count that is none;
+    None for any other fault (a ``StaleRead`` or ``PartialBatch`` names its call, checked as
+    every call is, and the world checks that the call lags or takes a batch)."""
+    if isinstance(fault, StaleRead | PartialBatch):
+        calls = {f"{name}.{op}" for name, ops in services.items() for op in ops}
+        if fault.operation not in calls:
+            have = ", ".join(sorted(calls)) or "none (declare them in WorldSetup(services=...))"
+            return (
+                f"the world has no service call {fault.operation!r} (name it "
+                f"SERVICE.OPERATION); its service calls are {have}"
+                + did_you_mean(fault.operation, calls)
+            )
+        lag = None if isinstance(fault, PartialBatch) else fault.lag_ms
+        taken = fault.taken if isinstance(fault, PartialBatch) else 0
+        problem = _whole(fault.nth, "nth") or (None if lag is None else _duration(lag, "lag_ms"))
+        if problem is None and (type(taken) is not int or taken < 0):
+            problem = f"taken={taken!r}; give a whole number of items >= 0"
+        return problem
+    if not isinstance(fault, RateLimited | DropCallback | DelayCallback | RepeatCallback):
+        return None
+    if fault.service not in services:
+        have = ", ".join(services) or "none (declare them in WorldSetup(services=...))"
+        return (
+            f"the world has no service {fault.service!r}; its services are {have}"
+            + did_you_mean(fault.service, services)
+        )
+    problem = _whole(fault.nth, "nth")
+    if isinstance(fault, RateLimited):
+        problem = problem or _duration(fault.retry_after_ms, "retry_after_ms")
+        ops = {f"{fault.service}.{op}" for op in services[fault.service]}
+        if problem is None and fault.operation and fault.operation not in ops:
+            problem = (
+                f"operation={fault.operation!r}; give one of {', '.join(sorted(ops))} or ''"
+                + did_you_mean(fault.operation, ops)
+            )
+    elif isinstance(fault, DropCallback) and fault.leg not in LEGS:
+        problem = f"leg={fault.leg!r}; a callback's legs are request and reply"
+    elif isinstance(fault, DelayCallback):
+        problem = problem or _duration(fault.ms, "ms")
+    elif isinstance(fault, RepeatCallback):
+        problem = problem or _duration(fault.after_ms, "after_ms")
+    return problem
 
 
 def _deploy_problem(fault: Fault, drives: tuple[str, ...], versions: tuple[str, ...]) -> str | None:
@@ -123,7 +213,10 @@ def _deploy_problem(fault: Fault, drives: tuple[str, ...], versions: tuple[str, 
         return None
     if fault.version not in versions:
         have = ", ".join(versions) or "none (declare them in WorldSetup(versions=...))"
-        return f"the world has no version {fault.version!r} of its jobs; its versions are {have}"
+        return (
+            f"the world has no version {fault.version!r} of its jobs; its versions are {have}"
+            + did_you_mean(fault.version, versions)
+        )
     # Held to be a tuple first: anything else (a number, a str of letters) is no order of drives.
     if not isinstance(fault.drives, tuple) or any(d not in drives for d in fault.drives):
         return (
@@ -153,6 +246,7 @@ def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> 
         return (
             f"the world has no drive {fault.drive!r}; its drives are {', '.join(drives)} "
             "(a world declares its drives in WorldSetup(drives=...))"
+            + did_you_mean(fault.drive, drives)
         )
     wire_faults = DelayLeg | DropLeg | LateRequest | HoldLeg | CrashAfter | EvictAfter | DeployAfter
     if (
@@ -163,7 +257,7 @@ def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> 
         return (
             f"a drive sends no operation {fault.operation!r}; "
             f"its operations are {', '.join(DRIVE_OPERATIONS)}, and SERVICE.OPERATION for a "
-            "call to one of the world's services"
+            "call to one of the world's services" + did_you_mean(fault.operation, DRIVE_OPERATIONS)
         )
     if isinstance(fault, DelayLeg | DropLeg | HoldLeg) and fault.leg not in LEGS:
         return f"a call has no leg {fault.leg!r}; its legs are request and reply"
@@ -231,7 +325,10 @@ def _problem(fault: Fault, drives: tuple[str, ...], scopes: tuple[str, ...]) -> 
         return problem
     if isinstance(fault, Evict):
         if fault.scope not in scopes:
-            return f"the world has no scope {fault.scope!r}; its scopes are {', '.join(scopes)}"
+            return (
+                f"the world has no scope {fault.scope!r}; its scopes are {', '.join(scopes)}"
+                + did_you_mean(fault.scope, scopes)
+            )
         return _duration(fault.at_ms, "at_ms")
     if isinstance(fault, CrashDrive):
         return _duration(fault.at_ms, "at_ms") or _duration(fault.down_ms, "down_ms")

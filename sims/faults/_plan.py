@@ -194,6 +194,73 @@ class ServiceOutage:
     to_ms: float
 
 
+@attrs.frozen(kw_only=True)
+class StaleRead:
+    """The ``nth`` call of the lagging read ``operation`` (``"SERVICE.OPERATION"``, declared
+    ``Operation(fn, lag_ms=...)``), counted as its requests arrive at the service, sees the
+    service's state as it stood ``lag_ms`` ago: by default the longest lag the read may have."""
+
+    operation: str
+    nth: int
+    lag_ms: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RateLimited:
+    """The ``nth`` request to arrive at ``service`` (counting only ``operation``,
+    ``"SERVICE.OPERATION"``, when one is given) is refused unrun, as a rate limit refuses, and so
+    is every request to the service until ``retry_after_ms`` has passed: each caller gets
+    ``ServiceUnavailable`` with the time left as its ``retry_after_ms``."""
+
+    service: str
+    nth: int
+    retry_after_ms: float
+    operation: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class PartialBatch:
+    """The ``nth`` call of the batch ``operation`` (``"SERVICE.OPERATION"``, declared
+    ``Operation(fn, batch="ARG")``), counted as its requests arrive, takes only the first
+    ``taken`` of its items; its answer says which (``fn`` gets only those)."""
+
+    operation: str
+    nth: int
+    taken: int
+
+
+@attrs.frozen(kw_only=True)
+class DropCallback:
+    """The first delivery of the ``nth`` callback ``service`` sends is lost on its ``leg``: on
+    the request, the endpoint never sees it; on the reply, the endpoint ran and the service never
+    learns it did. Either way the service sends it again on its schedule
+    (``Service(callback_retries_ms=...)``)."""
+
+    service: str
+    nth: int
+    leg: Leg
+
+
+@attrs.frozen(kw_only=True)
+class DelayCallback:
+    """The first delivery of the ``nth`` callback ``service`` sends arrives ``ms`` late: after
+    the callbacks sent behind it, out of order."""
+
+    service: str
+    nth: int
+    ms: float
+
+
+@attrs.frozen(kw_only=True)
+class RepeatCallback:
+    """``service`` delivers its ``nth`` callback again ``after_ms`` after the first delivery
+    began: a provider that sends a webhook twice."""
+
+    service: str
+    nth: int
+    after_ms: float
+
+
 UpstreamKind: TypeAlias = Literal["any", "page", "object"]
 UPSTREAM_KINDS: tuple[UpstreamKind, ...] = ("any", "page", "object")
 
@@ -258,6 +325,12 @@ Fault: TypeAlias = (
     | Deploy
     | DeployAfter
     | RepeatStart
+    | StaleRead
+    | RateLimited
+    | PartialBatch
+    | DropCallback
+    | DelayCallback
+    | RepeatCallback
 )
 FAULT_KINDS: tuple[type, ...] = (
     DelayLeg,
@@ -276,6 +349,22 @@ FAULT_KINDS: tuple[type, ...] = (
     Deploy,
     DeployAfter,
     RepeatStart,
+    StaleRead,
+    RateLimited,
+    PartialBatch,
+    DropCallback,
+    DelayCallback,
+    RepeatCallback,
+)
+#: The faults of a provider's own behaviour (its reads' lag, its rate limit, its batches, its
+#: callbacks): drawn only at a world whose services have them.
+PROVIDER_KINDS: tuple[type, ...] = (
+    StaleRead,
+    RateLimited,
+    PartialBatch,
+    DropCallback,
+    DelayCallback,
+    RepeatCallback,
 )
 #: The faults that change the code a world's drives run: drawn and aimed only in a world that
 #: declares versions of its jobs (``WorldSetup.versions``).
@@ -352,8 +441,12 @@ def _hold_up_ms(fault: Fault) -> float:
         return fault.to_ms - fault.from_ms
     if isinstance(fault, StoreClockFault):
         return abs(fault.skew_ms)
-    if isinstance(fault, RepeatStart):
+    if isinstance(fault, RepeatStart | RepeatCallback):
         return fault.after_ms
+    if isinstance(fault, DelayCallback):
+        return fault.ms
+    if isinstance(fault, RateLimited):
+        return fault.retry_after_ms
     return 0.0
 
 
@@ -543,6 +636,10 @@ def _pool(
             f"kinds={kinds!r}; give one or more of {', '.join(k.__name__ for k in FAULT_KINDS)}"
         )
     pool = pool if versions else tuple(kind for kind in pool if kind not in DEPLOY_KINDS)
+    # A provider's own faults need to know which reads lag, which calls take batches and which
+    # callbacks a world sends: the search aims them (``sims.search._providers``); a draw never
+    # does, and its seeds draw what they drew before those kinds were known.
+    pool = tuple(kind for kind in pool if kind not in PROVIDER_KINDS)
     return pool if starts else tuple(kind for kind in pool if kind not in START_KINDS)
 
 
@@ -611,8 +708,8 @@ def _is_signed_number(node: ast.UnaryOp) -> bool:
 
 
 def plan_from_text(text: str) -> FaultPlan:
-    """A fault plan from its repr (what a sweep or a shrinker prints), or a tuple of faults, or
-    one fault alone, read safely: only the fault
+    """A fault plan from its repr (what a sweep or a shrinker prints), or a tuple or list of
+    faults, or one fault alone, read safely: only the fault
     classes, keywords, numbers (with at most one minus sign), strings and tuples are allowed,
     nothing is executed. Text too deeply nested to parse (thousands of signs or calls) is refused
     as a ``ValueError``, as any other text that is no plan is."""
@@ -639,6 +736,10 @@ def plan_from_text(text: str) -> FaultPlan:
             f"plan {shown} nests too deeply to be read; a plan is FaultPlan((FAULT(...), ...)), "
             "each number with at most one minus sign"
         ) from None
+    if isinstance(tree.body, ast.List):
+        # A list of faults, written as the whole plan, is the tuple of them (a list anywhere
+        # else, as a fault's field, is still refused: a plan's values are immutable).
+        tree.body = ast.copy_location(ast.Tuple(tree.body.elts, ast.Load()), tree.body)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             if not (isinstance(node.func, ast.Name) and node.func.id in names):
@@ -684,5 +785,8 @@ def plan_from_text(text: str) -> FaultPlan:
         one: Fault = value  # type: ignore[assignment]  # FAULT_KINDS holds the Fault classes
         value = FaultPlan((one,))  # one fault, written alone: the plan of it
     if not isinstance(value, FaultPlan):
-        raise ValueError(f"plan {shown} is a {type(value).__name__}, not a FaultPlan")
+        raise ValueError(
+            f"plan {shown} is a {type(value).__name__}, not a FaultPlan; write "
+            "FaultPlan((FAULT(...), ...)), or one fault alone"
+        )
     return value

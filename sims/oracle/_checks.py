@@ -58,6 +58,7 @@ class TraceChecker(Conclusions):
         self.end_runs: list[tuple[str, dict[str, Any]]] = []
         self.started_t: dict[str, float] = {}
         self.started_by: dict[str, str] = {}
+        self.started_from: dict[str, str] = {}
         self.last_drive_t: dict[str, float] = {}
         self.begin_calls: dict[tuple[str, int], Pass] = {}
         # Only the send leg carries the arguments; the exec leg is matched to it by (link, seq).

@@ -33,6 +33,9 @@ class Conclusions:
     last_drive_t: dict[str, float]
     #: The run whose handler started each run a handler started (``world.start``'s ``by``).
     started_by: dict[str, str]
+    #: The callback whose endpoint started each run an endpoint started (``world.start``'s
+    #: ``callback``).
+    started_from: dict[str, str]
 
     def violation(self, check: str, run: str | None, t: float, text: str) -> None:
         raise NotImplementedError
@@ -69,6 +72,8 @@ class Conclusions:
     def on_world_start(self, event: dict[str, Any]) -> None:
         if "by" in event:
             self.started_by[event["run"]] = str(event["by"])
+        if "callback" in event:
+            self.started_from[event["run"]] = str(event["callback"])
 
     def never_driven(self, scope: str, run_id: str) -> bool:
         """Whether no drive was called on the run's scope after the run was started (and none
@@ -100,13 +105,22 @@ class Conclusions:
                 "ticking run it; if a second child is a bug for your job, check for it",
             )
             return True
+        callback = self.started_from.get(run_id)
+        who = "your scenario" if callback is None else f"{callback} (its endpoint)"
         self.violation(
             "run-never-driven",
             run_id,
             self.end_t,
-            f"your scenario started run {short(run_id)} at {ms(started)} ms and {driven}, so the "
-            "run is still running at the end: the scenario's mistake, not the spec's; drive its "
-            "scope (world.tick, or world.every) and wait for the run with world.settle",
+            f"{who} started run {short(run_id)} at {ms(started)} ms and {driven}, so the "
+            "run is still running at the end: the scenario's mistake, not the spec's; "
+            + (
+                "drive its scope (world.tick, or world.every) and wait for the run with "
+                "world.settle"
+                if callback is None
+                else "the service called back after the scenario stopped driving: tick and "
+                "settle with a horizon past what the service does on its own (world.settle "
+                "waits for what falls due before its horizon)"
+            ),
         )
         return True
 

@@ -46,7 +46,13 @@ from ..oracle._checks import TraceChecker
 from ..oracle._report import CheckReport
 from ..world._marks import marks_of
 from ..world._scheduling import pct_scheduling, seed_scheduler
-from ..world._services import CURRENT_WORLD, Service, check_services, service_operations
+from ..world._services import (
+    CURRENT_WORLD,
+    Service,
+    check_provider_faults,
+    check_services,
+    service_operations,
+)
 from ..world._upstream import Upstream
 from ..world._world import World, undeclared_scope
 from ._watchdog import allowance
@@ -203,13 +209,16 @@ class WorldSetup:
     def check_plan(self, plan: FaultPlan | None = None) -> None:
         """Refuse ``plan`` (None: this world's own) with a one-line ``PlanError`` when a fault of
         it names a drive, scope or service operation this world does not have."""
+        plan = self.plan if plan is None else plan
         check_plan(
-            self.plan if plan is None else plan,
+            plan,
             drives=self.drives,
             scopes=self.scopes,
             services=service_operations(self.services),
             versions=self.versions,
         )
+        # A stale read of a call that does not lag, a partial batch of one that takes no batch.
+        check_provider_faults(plan.faults, self.services)
 
 
 @attrs.frozen
@@ -350,6 +359,9 @@ async def _hosted(
             # A world ends when every pass has stopped, not when its last run ended: a stale
             # pass still running its body is the spec's at-least-once window.
             await world.wind_down(setup.grace_ms)
+            # What the services do on their own (a capture, a settlement, a webhook) happens
+            # before the world ends, however far off: a check sees the outside world at rest.
+            await world.services.finish()
             nursery.cancel_scope.cancel()
         # A run started in a scope the world never declared (through a driver, past the world's
         # own methods) would escape the checks below, which read the declared scopes only.
@@ -363,9 +375,12 @@ async def _hosted(
         unfired = _unfired(setup.plan, world.fired, upstream.refused)
         if unfired:
             trace.record("world.unfired", {"faults": [repr(fault) for fault in unfired]})
+        # Each service's final state, for the user's checks (``sims.service_states``): what the
+        # outside world holds once the world ended, without a check rebuilding it from calls.
+        services = {"services": world.services.final()} if setup.services else {}
         trace.record(
             "world.end",
-            {"runs": {scope: describe(rows) for scope, rows in runs.items()}},
+            {"runs": {scope: describe(rows) for scope, rows in runs.items()}, **services},
         )
     report = checker.report(settles=settles)
     return WorldOutcome(seed, setup, trace, runs, effects, upstream.fetched, report, unfired)

@@ -29,6 +29,7 @@ from ..mutants._catalog import MUTANTS
 from ..oracle._probes import probe_lines
 from ..oracle._report import MISTAKES, verdict_words
 from ..scenarios._registry import ScenarioRef, find_scenario
+from ..world._marks import marks_in
 from ._dask import run_on_cluster
 from ._fresh import close_fresh_worlds, fresh_difference
 from ._lifeline import workers_end_with_this_process
@@ -61,6 +62,11 @@ class SeedSummary:
     rpcs: int
     #: The coverage probes this seed's world hit, with how often.
     probes: tuple[tuple[str, int], ...] = ()
+    #: The user's ``sometimes`` marks this seed's world saw, by name, each with whether it held.
+    marks: tuple[tuple[str, bool], ...] = ()
+    #: Whether ``marks`` was read: not for a world that kept no trace (``WorldSetup(trace=
+    #: False)`` keeps only counts) or that raised, whose marks are unknown, not unseen.
+    marks_read: bool = True
     #: The kind of each fault of the seed's plan that never fired, in plan order.
     unfired: tuple[str, ...] = ()
     #: The seed's fault plan, as code (what ``explore --plan`` shrinks).
@@ -118,6 +124,9 @@ class SweepReport:
     faults_must_fire: bool
     #: The plan given in place of the scenario's own, for every seed (its repr), or None.
     plan: str | None = None
+    #: Whether the scenario is defined in a user's file: its report then shows the user's marks,
+    #: and the spec's probes only on request (see :meth:`lines`).
+    user_world: bool = False
 
     @property
     def failing(self) -> tuple[SeedSummary, ...]:
@@ -191,10 +200,13 @@ class SweepReport:
                 "the spec nor your checks"
             )
 
-    def lines(self, *, show: int = SHOWN_SEEDS) -> Iterator[str]:
+    def lines(self, *, show: int = SHOWN_SEEDS, spec_probes: bool | None = None) -> Iterator[str]:
         """The report: the headline, the verdict, violations and explained findings by check,
-        the probes, faults that never fired, then at most ``show`` failing seeds with the
-        command that runs each again."""
+        the user's marks and the spec's probes, faults that never fired, then at most ``show``
+        failing seeds with the command that runs each again.
+
+        ``spec_probes`` says whether to list the spec's coverage probes; None: for a built-in
+        world (whose spec is what is tested), not for a user's (``--spec-probes`` shows them)."""
         if type(show) is not int or show < 0:
             raise ValueError(f"show={show!r}; pass how many failing seeds to list, 0 or more")
         total = len(self.seeds)
@@ -217,7 +229,7 @@ class SweepReport:
         explained = Counter(check for s in self.judged for check in s.explained)
         for check, count in sorted(explained.items()):
             yield f"  explained by the spec: {count} × {check}"
-        yield from probe_lines(self.seeds)
+        yield from self._coverage_lines(spec_probes)
         rerun = sum(1 for s in self.seeds if s.rerun)
         yield (
             f"  determinism: {plural(rerun, 'world')} run twice (every failing seed, again alone "
@@ -235,6 +247,18 @@ class SweepReport:
                 f"{show}): --show {len(failing)} lists them all, and each seed's command above "
                 "runs it again"
             )
+
+    def _coverage_lines(self, spec_probes: bool | None) -> Iterator[str]:
+        """The user's marks, for a user's world (or any world whose marks a handler set), and
+        the spec's probes when asked for, or by default for a built-in world. A user's world
+        names no spec edge on purpose, so listing the probes it never hit (dozens) would bury
+        the marks that say what the user wanted reached."""
+        shown = not self.user_world if spec_probes is None else spec_probes
+        if self.user_world or any(s.marks for s in self.seeds):
+            hidden = "" if shown else "; the spec's probes are hidden (--spec-probes shows them)"
+            yield from marks_lines(self.seeds, hidden)
+        if shown:
+            yield from probe_lines(self.seeds)
 
     def _seed_lines(self, summary: SeedSummary) -> Iterator[str]:
         """One failing seed: the command that reproduces it; or, for a seed that is not a
@@ -318,6 +342,39 @@ class SweepReport:
             yield f"    {count} × {kind} in {plural(where[kind], 'seed')}"
 
 
+def marks_lines(seeds: Iterable[SeedSummary], hidden: str = "") -> Iterator[str]:
+    """The user's ``sometimes`` marks over a sweep's worlds: how many held in some world, then
+    each mark with how many worlds saw it and how many it held in; a mark seen but never held
+    is what no world reached, so nothing was tested there. ``hidden`` ends the first line (what
+    the report leaves out)."""
+    seeds = list(seeds)
+    read = [s for s in seeds if s.marks_read]
+    seen = Counter(name for s in read for name, _ in s.marks)
+    held = Counter(name for s in read for name, ok in s.marks if ok)
+    unread = len(seeds) - len(read)
+    # Unknown is not unseen: a world that kept no trace, or raised, left no marks to read.
+    counted = ""
+    if unread:
+        counted = f" (read in {len(read)} of {plural(len(seeds), 'world')}: the others kept no "
+        counted += "trace or raised)"
+    if not seen:
+        yield (
+            f"  your marks (sims.sometimes): none seen{counted}; sims.sometimes(condition, name) "
+            f"in your code marks what some world should reach{hidden}"
+        )
+        return
+    yield (
+        f"  your marks (sims.sometimes): {len(held)} of {len(seen)} held in some world"
+        f"{counted}{hidden}"
+    )
+    for name in sorted(seen):
+        worlds = f"    {name}: seen in {plural(seen[name], 'world')}, held in"
+        if held[name]:
+            yield f"{worlds} {held[name]}"
+        else:
+            yield f"{worlds} none (no world reached it, so nothing was tested there)"
+
+
 def _raised_words(raised: int, total: int) -> list[str]:
     if not raised:
         return []
@@ -365,6 +422,8 @@ def summarise(job: SweepJob) -> SeedSummary:
         explained=tuple(finding.check for finding in report.explained),
         rpcs=simulation.facts.count("rpc.exec"),
         probes=report.probes,
+        marks=tuple(sorted(marks_in(simulation.outcome.trace.events).items())),
+        marks_read=traced,
         unfired=tuple(type(fault).__name__ for fault in simulation.outcome.unfired),
         violated=tuple(sorted(report.violations_of().items())),
         user_checks=report.user_checks,
@@ -392,6 +451,7 @@ def summarise_in_worker(job: SweepJob) -> SeedSummary:
         explained=(),
         rpcs=0,
         violated=((WORLD_RAISED, 1),),
+        marks_read=False,
         rerun=True,
         nondeterministic=said if confirmed is False else "",
         confirmed=confirmed,
@@ -472,6 +532,7 @@ def sweep(
         seconds=time.perf_counter() - started,
         faults_must_fire=found.faults_must_fire,
         plan=None if plan is None else repr(plan),
+        user_world=ref.path is not None,
     )
 
 

@@ -33,6 +33,7 @@ from hypothesis.errors import NoSuchExample
 
 from .._seeded import seed_only
 from .._trace import Trace
+from ..faults._check import did_you_mean
 from ..faults._plan import (
     NO_FAULTS,
     FaultPlan,
@@ -467,6 +468,7 @@ class ScenarioRef:
             if found is None:
                 raise ValueError(
                     f"no scenario {self.name!r}; the scenarios are: {', '.join(SCENARIOS)}"
+                    + did_you_mean(self.name, SCENARIOS)
                 )
             return found
         defined = load_file(self.path)
@@ -475,7 +477,7 @@ class ScenarioRef:
             names = ", ".join(defined) or "none (decorate a drive function with @sims.scenario)"
             raise ValueError(
                 f"no scenario {self.name!r} in {display_path(self.path)}; its scenarios are: "
-                f"{names}"
+                f"{names}{did_you_mean(self.name, defined)}"
             )
         return found
 

@@ -321,6 +321,11 @@ def aimed_plans(
         parts.append(other_faults(shape))
         if shape.services:
             parts.append(outage_faults(shape))
+        provider = shape.provider_faults()
+        if provider:
+            # A provider's own behaviour (a stale read, a partial batch, a rate limit, a
+            # callback lost, late or sent twice), where the clean world met it.
+            parts.append(st.sampled_from(provider))
     fault = st.one_of(*parts)
     return st.lists(fault, max_size=max_faults).map(_one_of_each_world_fault)
 

@@ -26,12 +26,13 @@ import attrs
 from driver import JOB_LEASE_ENTRY_MARGIN, RetryPolicy
 
 from .._trace import Trace
-from ..faults._plan import NO_FAULTS
+from ..faults._plan import NO_FAULTS, Fault
 from ..runners._outcome import Simulation
 from ..runners._simulate import simulate
 from ..scenarios._registry import ScenarioRef
 from ..world._services import Service
 from ..world._world import START_AGAIN_MS, WALK_MODULE
+from ._providers import ProviderShape, provider_faults, provider_shape
 
 
 @attrs.frozen(kw_only=True)
@@ -243,6 +244,15 @@ class WorldShape:
     #: The clean run's scope calls that act on a run, and its passes (:class:`CallsMade`).
     on_runs: tuple[tuple[str, str, int, str], ...] = ()
     passes: tuple[tuple[str, str], ...] = ()
+    #: Where the services' own behaviour can strike: lagging reads, batches, every request a
+    #: rate limit can refuse, every callback (:mod:`._providers`).
+    provider: ProviderShape = attrs.field(factory=ProviderShape)
+
+    def provider_faults(self) -> tuple[Fault, ...]:
+        """Every fault of a provider's own behaviour aimed at the clean world, in its order."""
+        trips = {service.name: self.round_trip_ms(service.name) for service in self.services}
+        ticked = max((c.ticks[-1] for c in self.cadences if c.ticks), default=self.horizon_ms)
+        return tuple(provider_faults(self.provider, trips, ticked))
 
     def widened(self, seen: CallsMade) -> WorldShape:
         """This shape with every call some world of the search made (``seen``, :func:`merged`)
@@ -461,6 +471,7 @@ def shape_of(simulation: Simulation) -> WorldShape:
         starts=_starts(trace, drives),
         on_runs=made.on_runs,
         passes=made.passes,
+        provider=provider_shape(trace, setup.services),
     )
 
 

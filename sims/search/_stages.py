@@ -52,6 +52,7 @@ from ..faults._plan import (
     Until,
 )
 from ._coverage import Coverage
+from ._providers import faults_at_new_calls
 from ._shape import CallsMade, ServiceCall, StartCall, WorldShape
 
 #: How many of the single faults that reached the rarest windows are combined in pairs.
@@ -64,12 +65,17 @@ def single_plans(shape: WorldShape, share: int) -> list[FaultPlan]:
     """Stage 2: one fault at a time, in a fixed order, at most ``share`` of them (in a world of
     many calls, spread evenly over them, so Hypothesis gets the other half of the budget). The
     job's outside world first, and whole when it fits (few calls, and the effects a job exists
-    for are there): each service call's faults, then each service's outages; then every scope
+    for are there): each service call's faults, then each of the providers' own (a stale read,
+    a partial batch, a rate limit, a callback lost, late or sent twice), then each service's
+    outages; then every scope
     call's event faults; then each drive kept away (:func:`_kept_away`), which changes nothing
     alone in a world whose other drives take its work over, and is what :func:`second_faults`
     builds on."""
     away = _kept_away(shape)[: max(0, share // 4)]
-    outside = _spread([*_service_call_plans(shape), *_outage_plans(shape)], share - len(away))
+    provider = [FaultPlan((fault,)) for fault in shape.provider_faults()]
+    outside = _spread(
+        [*_service_call_plans(shape), *provider, *_outage_plans(shape)], share - len(away)
+    )
     inside = _spread(list(_single_event_plans(shape)), share - len(outside) - len(away))
     return outside + inside + away
 
@@ -438,6 +444,9 @@ def _aimed_at(shape: WorldShape, change: _Moved, *, made: CallsMade) -> Iterator
                 yield DeployAfter(version=version, drive=drive, operation=op, nth=nth)
     # Killed right after the call and kept away too: the rest of the run is another drive's.
     away = _kept_away_ms(shape)
+    # A lookup made anew (after a timeout, say) that answers from before the write it looks
+    # for; a batch sent again that is taken in part.
+    yield from faults_at_new_calls(shape.provider, services, made)
     for call in services:
         yield from _answers_in_doubt(shape, call)
         # Refused: the pass that made the call fails (a retry's, a takeover's pass failed too).

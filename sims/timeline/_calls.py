@@ -140,6 +140,36 @@ def call_sentence(call: ServiceCall, short: Shorten) -> str:
     return text
 
 
+#: How many characters of a value (a call's arguments or result, a service's state) a story
+#: line shows: enough to tell one call from the next, not so many that the line is lost in them.
+#: ``python -m sims run --whole-values`` shows them whole.
+STORY_CHARS = 72
+#: How many a hover on the page shows, each value on a line of its own: a tooltip has room for
+#: more, but one value must not swell a page whose size follows its picture, not its trace
+#: (``_svg.TITLE_LINE_CHARS`` bounds a hover's line).
+HOVER_CHARS = 380
+
+
+def value_words(value: object, limit: int | None) -> str:
+    """``value`` as compact JSON (keys sorted, so a trace read from a file tells it the same),
+    cut to ``limit`` characters with "…" at the cut; None: whole."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    if limit is None or len(text) <= limit:
+        return text
+    return text[: max(limit - 1, 1)] + "…"
+
+
+def wire_words(call: ServiceCall, limit: int | None, *, between: str = "; ") -> str:
+    """What crossed the wire: ``args {...}, idempotency key "K"; result {...}`` (no result for
+    a call that was refused, declined or never ran); ``between`` goes before the result."""
+    text = f"args {value_words(call.sent, limit)}"
+    if call.key is not None:
+        text += f", idempotency key {value_words(call.key, limit)}"
+    if call.returned:
+        text += f"{between}result {value_words(call.result, limit)}"
+    return text
+
+
 def call_label(call: ServiceCall, short: Shorten) -> str:
     """The call's label on the page: its operation, its caller and what it was."""
     what = KIND_LABELS.get(call.kind, str(call.kind))
@@ -213,6 +243,8 @@ class CallReader:
             timeout_ms=event.get("timeout_ms"),
             owner=self.owner_of(drive, run),
             args=json.dumps(event.get("args"), sort_keys=True, separators=(",", ":")),
+            sent=event.get("args"),
+            key=None if event.get("key") is None else str(event["key"]),
         )
         operations = self.services.setdefault(service, [])
         if op not in operations:
@@ -231,6 +263,8 @@ class CallReader:
             call.kind = "repeat"
         else:
             call.kind = "effect" if event.get("effect") is True else "read"
+        if call.ran:
+            call.result, call.returned = event.get("result"), True
         if call.kind == "effect":
             # A copy is the same call landing again: an operation called with other arguments
             # (a stage after another, a new key after a decline) is other work.

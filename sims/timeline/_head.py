@@ -6,6 +6,7 @@ and every finding of the checks in their own words, numbered as the picture numb
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -181,6 +182,22 @@ def _world_html(model: Timeline, trace: Trace) -> str:
     return f"<dd>{_e(text)}</dd>"
 
 
+#: How much of one service's final state the top of the page shows; the rest is cut with "…"
+#: (``sims.service_states(trace)`` reads it whole).
+STATE_CHARS = 2_000
+
+
+def _states_html(model: Timeline) -> str:
+    """Each service's state when the world ended, spaced so that a long one wraps."""
+    items = []
+    for name, state in model.service_states.items():
+        text = json.dumps(state, sort_keys=True, separators=(", ", ": "), ensure_ascii=False)
+        if len(text) > STATE_CHARS:
+            text = text[: STATE_CHARS - 1] + "… (cut; sims.service_states(trace) reads it whole)"
+        items.append(f"<li><b>{_e(name)}</b> <code>{_e(text)}</code></li>")
+    return f'<dd><ul class="states">{"".join(items)}</ul></dd>'
+
+
 def finding_html(number: int, finding: Finding) -> str:
     where = f" · run {_e(short(finding.run))}" if finding.run else ""
     whose = " (your check)" if finding.by_user else ""
@@ -205,6 +222,8 @@ def head_html(facts: PageFacts, model: Timeline, trace: Trace) -> str:
     parts.append(f"<dt>store</dt>{_store_html(facts.mutant)}")
     parts.append(f"<dt>fault plan</dt>{_plan_html(facts)}")
     parts.append(f"<dt>world</dt>{_world_html(model, trace)}")
+    if model.service_states:
+        parts.append(f"<dt>services at the end</dt>{_states_html(model)}")
     parts.append("</dl>")
     report = facts.report
     spec = report.violation_count - len(report.user_violations) - len(report.mistakes)

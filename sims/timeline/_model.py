@@ -211,6 +211,13 @@ class ServiceCall:
     #: Which landing of the same call's effect this was (its run, operation and arguments): 1
     #: the first, 2 the same work again; 0 for a call that made no effect.
     copy: int = 0
+    #: What crossed the wire, as the trace holds it: the arguments sent (a JSON value), the
+    #: idempotency key the caller gave, and what the operation returned (``returned`` False: it
+    #: returned nothing, for it was refused, declined or never ran).
+    sent: object = None
+    key: str | None = None
+    result: object = None
+    returned: bool = False
 
     @property
     def ran(self) -> bool:
@@ -292,6 +299,9 @@ class Timeline:
     services: dict[str, list[str]] = attrs.field(factory=dict)
     calls: list[ServiceCall] = attrs.field(factory=list)
     world_end: WorldEnd | None = None
+    #: Each service's state when the world ended (``world.end``'s ``services``), by name; empty
+    #: for a world without services, or a trace written before the world's end recorded them.
+    service_states: dict[str, object] = attrs.field(factory=dict)
     overlaps: list[Overlap] = attrs.field(factory=list)
     clock: StoreClockFit | None = None
     notes: list[str] = attrs.field(factory=list)

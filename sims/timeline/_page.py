@@ -12,6 +12,7 @@ from pathlib import Path
 from .._trace import Trace
 from ..faults._plan import FaultPlan
 from ..oracle._report import CheckReport, Finding
+from ._calls import HOVER_CHARS, value_words
 from ._head import PageFacts, facts_of, head_html
 from ._lanes import Lanes
 from ._legend import BADGE_R, EXPLAINED, legend_items
@@ -97,9 +98,19 @@ class _Page(Lanes):
             fill = "#f7f9fc" if kind == "drive" else "#f8f6f0"
             svg.add("rect", layer="under", x=4, y=y - 2, width=WIDTH - 8, height=h + 4, fill=fill)
             label = name if name.startswith(kind) else f"{kind} {name}"
-            svg.add("text", text=label, layer="over", x=10, y=y + 12, font_weight="bold")
+            svg.add(
+                "text", title=self.lane_title(kind, name), text=label, layer="over", x=10,
+                y=y + 12, font_weight="bold",
+            )  # fmt: skip
         self.idle_cuts(bottom)
         self.time_axis(bottom)
+
+    def lane_title(self, kind: str, name: str) -> str | None:
+        """A service lane's label says, when hovered, what the service held at the world's end."""
+        states = self.model.service_states
+        if kind != "service" or name not in states:
+            return None
+        return f"service {name} at the world's end: {value_words(states[name], HOVER_CHARS)}"
 
     def idle_cuts(self, bottom: float) -> None:
         svg = self.svg

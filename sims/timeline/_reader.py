@@ -108,6 +108,7 @@ class _Builder:
             "world.closing": self.on_world_end,
             "world.quiet": self.on_world_end,
             "world.cut": self.on_world_end,
+            "world.end": self.on_end,
         }
         for name in ("send", "reply", "timeout", "abandon", "late", "drop"):
             self.handlers[f"svc.{name}"] = self.calls.read
@@ -469,8 +470,10 @@ class _Builder:
         )
 
     def on_service_exec(self, event: dict[str, Any]) -> None:
+        if not isinstance(event.get("seq"), int):
+            return  # not a drive's call (a service's own work, say): no call of ours to read
         # A request its caller gave up on has arrived: its late stretch ends here.
-        self.undelivered.pop((str(event["drive"]), int(event["seq"])), None)
+        self.undelivered.pop((str(event.get("drive")), int(event["seq"])), None)
         self.calls.read(event)
 
     def on_late_arrival(self, event: dict[str, Any]) -> None:
@@ -582,6 +585,11 @@ class _Builder:
         if event["ev"] == "world.closing":
             self.closing_at = float(event["t"])
         self.model.world_end = read_world_end(event, self.model.world_end)
+
+    def on_end(self, event: dict[str, Any]) -> None:
+        states = event.get("services")
+        if isinstance(states, dict):
+            self.model.service_states = {str(name): state for name, state in states.items()}
 
     # -- after the last event ---------------------------------------------------------------------
 

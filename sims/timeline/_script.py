@@ -26,6 +26,8 @@ h2{font-size:15px;margin:12px 0 4px}
 code,pre{font:12px/1.4 monospace}
 pre{margin:0;white-space:pre-wrap}
 ol.findings{margin:4px 0;padding-left:0;list-style:none}
+ul.states{margin:0;padding-left:0;list-style:none}
+ul.states code{overflow-wrap:anywhere}
 ol.findings li{margin:3px 0;padding:3px 6px;border-left:4px solid #c98a00;background:#fdf7e6}
 ol.findings li.violation{border-color:#d62728;background:#fdecec}
 ol.findings li:target{outline:2px solid #333}

@@ -11,7 +11,7 @@ pass's, or after the scenario returned) a red ring. The world's end is drawn acr
 
 from __future__ import annotations
 
-from ._calls import call_label, call_sentence, shorten_ids
+from ._calls import HOVER_CHARS, call_label, call_sentence, shorten_ids, wire_words
 from ._model import Effect, ServiceCall, short
 from ._scale import fmt_ms
 from ._svg import REFUSAL, RIGHT, WIDTH, Row, Shape, Sheet, cross, element, merged_title
@@ -38,9 +38,13 @@ def glyph_kind(call: ServiceCall) -> str:
 
 
 def call_title(call: ServiceCall) -> str:
+    """The call's hover: the story's sentence and where it came from, then, a line each, what
+    crossed the wire: its arguments (and key), and its result."""
     step = f" in step {call.step}" if call.step else ""
     owner = f" by pass {short(call.owner)}" if call.owner else ""
-    return f"{call_sentence(call, short)} (sent at {fmt_ms(call.sent_at)} ms{step}{owner})"
+    sentence = f"{call_sentence(call, short)} (sent at {fmt_ms(call.sent_at)} ms{step}{owner})"
+    wire = wire_words(call, HOVER_CHARS, between="\n")
+    return f"{sentence}\n{wire}"
 
 
 def late_effect_title(effect: Effect) -> str:

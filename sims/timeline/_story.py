@@ -13,7 +13,15 @@ from typing import Any
 from .._numbers import ms, plural
 from .._trace import Trace
 from ..oracle._report import short
-from ._calls import call_sentence, is_service_op, kind_words, shorten_ids
+from ._calls import (
+    STORY_CHARS,
+    call_sentence,
+    is_service_op,
+    kind_words,
+    shorten_ids,
+    value_words,
+    wire_words,
+)
 from ._holds import released_words
 from ._model import Effect, ServiceCall, Timeline
 from ._reader import build_timeline
@@ -95,6 +103,32 @@ def _call(e: dict[str, Any]) -> str:
     the door operation it ran, ``provider_cancel_sub (invoke call 3)``."""
     called = f"{e['op']} call {e['nth']}" if "nth" in e else f"{e['op']} #{e['seq']}"
     return f"{e['door']} ({called})" if e.get("door") else called
+
+
+def _callback(e: dict[str, Any]) -> str:
+    tried = "" if e.get("try") in (None, 1) else f", delivery {e['try']}"
+    return f"{e['service']}'s callback {e['cb']} to {e['endpoint']}{tried}"
+
+
+def _provider_words(e: dict[str, Any], value: Callable[[object], str]) -> str:
+    """What a provider's own behaviour did to a call at its service (``svc.exec``): a read that
+    lagged and missed a write, a batch taken in part, a refusal's retry-after; and the fault
+    that made it so, when one did. ``value`` writes a value (cut, or whole)."""
+    told = []
+    fault = f" (a {e['fault']} fault)" if e.get("fault") else ""
+    stale = e.get("stale")
+    if isinstance(stale, dict):
+        told.append(
+            f"a read {ms(e['lag_ms'])} ms behind{fault} MISSED "
+            f"{plural(stale['missed'], 'write')} (read fresh, it answers "
+            f"{value(stale['fresh'])})"
+        )
+    batch = e.get("batch")
+    if isinstance(batch, dict):
+        told.append(f"the service took {batch['taken']} of its {batch['of']} items{fault}")
+    if e.get("retry_after_ms") is not None:
+        told.append(f"retry after {ms(e['retry_after_ms'])} ms")
+    return "".join(f"; {words}" for words in told)
 
 
 def _drop(e: dict[str, Any]) -> str:
@@ -224,6 +258,7 @@ _TELLERS: dict[str, Teller] = {
         f"starts run {short(e['run'])} on {e['scope']}"
         + (f", for run {short(e['by'])} (its handler's ctx.start_run)" if "by" in e else "")
         + (f" (start {e['repeat']} sent again)" if "repeat" in e else "")
+        + (f", from {e['callback']}" if "callback" in e else "")
     ),
     "world.start.failed": _start_failed,
     "fault.repeat": lambda e: (
@@ -279,24 +314,93 @@ _TELLERS: dict[str, Teller] = {
     "rpc.drop": _drop,
     "rpc.exec": _exec,
     "svc.drop": _drop,
+    "svc.later": lambda e: (
+        f"{e['by']} schedules {e['service']}'s own {e['work']} for {ms(e['due_ms'])} ms"
+    ),
+    "svc.own": lambda e: (
+        f"{e['service']}'s own {e['work']} runs"
+        + (": an effect of the service's own" if e["effect"] else ", changing nothing")
+    ),
+    "svc.own.held": lambda e: (
+        f"{e['service']}'s own {e['work']} fell due while it is down: held until "
+        f"{ms(e['until_ms'])} ms"
+    ),
+    "svc.callback.late": lambda e: (
+        f"fault: {_callback(e)} is held {ms(e['ms'])} ms on its way (it may arrive after those "
+        "sent behind it)"
+    ),
+    "svc.callback.ran": lambda e: f"{_callback(e)} ran at its endpoint",
+    "svc.callback.failed": lambda e: f"{_callback(e)} failed at its endpoint: {e['error']}",
+    "svc.callback.refused": lambda e: (
+        f"{_callback(e)} refused: drive {e['drive']} is down; the service sends it again"
+    ),
+    "svc.callback.drop": lambda e: (
+        f"fault: the {e['leg']} of {_callback(e)} was dropped ("
+        + ("the endpoint never saw it" if e["leg"] == "request" else "the endpoint ran")
+        + "; the service sends it again)"
+    ),
+    "svc.callback.repeat": lambda e: (
+        f"fault: {e['service']} sends callback {e['cb']} to {e['endpoint']} again"
+    ),
+    "svc.callback.abandoned": lambda e: (
+        f"{e['service']} gives callback {e['cb']} to {e['endpoint']} up after "
+        f"{plural(e['tries'], 'delivery', 'deliveries')}"
+    ),
+    "svc.warn": lambda e: f"warning: {e['text']} ({e['where']})",
     "world.quiet": lambda e: "what was still running has stopped by itself: the world ends",
 }
 
 
 class _Teller:
-    """Tells the events that need the whole trace: a service call (what became of it), a late
-    effect, the world's end."""
+    """Tells the events that need the whole trace: a service call (what became of it, and what
+    crossed the wire), a late effect, the world's end (and what the services held then).
 
-    def __init__(self, model: Timeline) -> None:
+    ``chars`` is how much of a value a line shows (None: whole); ``cut`` says whether a line
+    told so far showed less than a whole value."""
+
+    def __init__(self, model: Timeline, chars: int | None) -> None:
         self.model = model
+        self.chars = chars
+        self.cut = False
         self.calls = {(call.drive, call.seq): call for call in model.calls}
         self.late = {effect.call: effect for effect in model.effects if effect.late is not None}
+
+    def wire(self, call: ServiceCall) -> str:
+        told = wire_words(call, self.chars)
+        self.cut = self.cut or told != wire_words(call, None)
+        return told
+
+    def value(self, value: object) -> str:
+        """``value`` as a line shows it: cut to ``chars`` (noted), or whole."""
+        told = value_words(value, self.chars)
+        self.cut = self.cut or told != value_words(value, None)
+        return told
+
+    def states(self, event: dict[str, Any]) -> str | None:
+        """The services' states at the world's end (``world.end``), when it recorded them."""
+        states = event.get("services")
+        if not isinstance(states, dict) or not states:
+            return None
+        told = [f"{name} {self.value(state)}" for name, state in states.items()]
+        return f"the services at the world's end: {'; '.join(told)}"
 
     def tell(self, event: dict[str, Any]) -> str | None:
         name = event["ev"]
         call = self.calls.get((event.get("drive"), event.get("seq")))  # type: ignore[arg-type]
         if name == "svc.exec" and call is not None:
-            return call_sentence(call, short)
+            provider = _provider_words(event, self.value)
+            return f"{call_sentence(call, short)}{provider}; {self.wire(call)}"
+        if name == "svc.callback":
+            return (
+                f"{event['by']} calls back {event['endpoint']} (callback {event['cb']}): "
+                f"{self.value(event['payload'])}"
+            )
+        if name == "svc.send" and call is not None and call.ran_at is None:
+            # A call that never reached its service has no svc.exec to be told at: it is told
+            # where it was sent, with what became of it.
+            return f"{call_sentence(call, short)}; {self.wire(call)}"
+        if name == "world.end":
+            return self.states(event)
         if name == "svc.timeout":
             return _timed_out(event, call)
         if name == "svc.late":
@@ -313,11 +417,17 @@ class _Teller:
         return teller(event) if teller is not None else None
 
 
-def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterator[str]:
-    """``t  who  what`` lines; after ``limit`` of them, one line saying how many were left out."""
+def story_lines(
+    events: Iterable[dict[str, Any]], *, limit: int = 200, whole_values: bool = False
+) -> Iterator[str]:
+    """``t  who  what`` lines; after ``limit`` of them, one line saying how many were left out.
+
+    A service call's arguments and result, and the services' states at the world's end, are
+    written as compact JSON cut to ``STORY_CHARS`` characters ("…" where cut), or whole with
+    ``whole_values``; when a line cut one, a last line says how to see them whole."""
     told = left = 0
     events = list(events)
-    teller = _Teller(build_timeline(Trace(events=events)))
+    teller = _Teller(build_timeline(Trace(events=events)), None if whole_values else STORY_CHARS)
     # A late request is told when its caller gives up on it; whether the wire delivered it before
     # the world ended is known only from a later rpc.late (svc.exec, for a service), looked up here.
     arrived = {(e.get("link"), e.get("seq")) for e in events if e["ev"] == "rpc.late"}
@@ -352,15 +462,18 @@ def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterat
             planned.add((event["drive"], event["seq"], event["leg"]))
         elif name in ("rpc.drop", "svc.drop") and (*where, event["leg"]) in planned:
             continue
+        cut = teller.cut
         text = teller.tell(event)
         if text is None:
             continue
         if told >= limit:
+            teller.cut = cut  # a value in a line left out is not one the reader saw cut
             left += 1
             continue
         told += 1
         who = event.get("drive") or event.get("link") or ("world" if "scope" in event else "")
         who = who or ("world" if name.startswith("world.") else "")
+        who = who or str(event.get("service") or "")  # a service's own work, its callbacks
         yield f"{event['t']:>10.3f} ms  {who:<8} {text}"
     if left:
         # The flag that shows the rest is run's --story-lines (a test failure prints that run
@@ -369,6 +482,13 @@ def story_lines(events: Iterable[dict[str, Any]], *, limit: int = 200) -> Iterat
         yield (
             f"{'':>13}  … {more} (run with --story-lines {told + left} to see the whole story; "
             "--trace FILE writes its events as JSON lines)"
+        )
+    if teller.cut:
+        # The story is for reading, so a long value is cut; the flag shows it all, and
+        # sims.service_calls / sims.service_states read it from the trace for a check.
+        yield (
+            f'{"":>13}  … values longer than {STORY_CHARS} characters are cut where "…" '
+            "ends them (run with --whole-values to see them whole)"
         )
 
 

@@ -47,10 +47,19 @@ def _attrs(values: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+#: The most characters of one line of a hover: a title says a thing in a sentence, and a page's
+#: size follows its picture, not what its trace holds. A hover of several lines (a service call's
+#: sentence, then its arguments, then its result) gets that many for each.
+TITLE_LINE_CHARS = 400
+
+
 def _title(text: str) -> str:
-    if len(text) > 400:
-        text = text[:399] + "…"
-    return f"<title>{html.escape(text)}</title>"
+    lines = [
+        line if len(line) <= TITLE_LINE_CHARS else line[: TITLE_LINE_CHARS - 1] + "…"
+        for line in text.split("\n")
+    ]
+    shown = "\n".join(lines)
+    return f"<title>{html.escape(shown)}</title>"
 
 
 def element(tag: str, title: str | None = None, text: str | None = None, **a: Any) -> str:

@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from driver import JobHandler, JobRegistration, RetryPolicy
+from driver import JobHandler, JobRegistration, JobRun, RetryPolicy, StartJobRunInput
 from scopehost import RecordingJobDriver
 
+from ._callbacks import CURRENT_CALLBACK
 from ._raised import raised_fields
 from ._services import CURRENT_STEP
 
@@ -57,3 +58,16 @@ class WorldJobDriver(RecordingJobDriver):
                 "register the job without one (test deadlines against a scope host directly)"
             )
         return super().register_job(module_id, name, handler, retry=retry, lease_ms=lease_ms)
+
+    async def start_job_run(self, scope_id: str, input: StartJobRunInput) -> JobRun:
+        run = await super().start_job_run(scope_id, input)
+        callback = CURRENT_CALLBACK.get()
+        if callback is not None:
+            # A run a service's callback started, through the endpoint's drive: told as a start
+            # of the world's, with the callback that made it, so the story and a verdict about
+            # the run say where it came from.
+            self._record(
+                "world.start",
+                {"drive": self.name, "scope": scope_id, "run": run.id, "callback": callback},
+            )
+        return run

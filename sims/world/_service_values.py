@@ -118,3 +118,27 @@ def check_key_argument(argument: str | None, call: ServiceCall) -> None:
         "names the effect, the same in every pass, such as f'{ctx.run.id}/STEP' (the run's id "
         "and the step's name) or the order's id",
     )
+
+
+def new_empty_container(before: Any, after: Any, path: str = "state") -> str | None:
+    """Where ``after`` differs from ``before`` only by a new empty container (a dict or list
+    ``setdefault`` made): its path, such as ``state['charges']``; None when anything else
+    changed too, or nothing did."""
+    if before == after:
+        return None
+    if not (isinstance(before, dict) and isinstance(after, dict)):
+        return None
+    found = None
+    for key in before.keys() | after.keys():
+        if key not in before:
+            if after[key] not in ({}, []) or found is not None:
+                return None
+            found = f"{path}[{key!r}]"
+        elif key not in after:
+            return None
+        elif before[key] != after[key]:
+            inner = new_empty_container(before[key], after[key], f"{path}[{key!r}]")
+            if inner is None or found is not None:
+                return None
+            found = inner
+    return found

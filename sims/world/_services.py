@@ -26,6 +26,12 @@ counted by ``effects_in``, judged by the checks, drawn on the timeline. One with
 ``idempotency_key`` returns its first result again, without running, for a repeat of that
 argument's value, as a payment API does.
 
+A service can behave as a real provider does (docs/simulating-your-jobs.md, "Providers as they
+behave"): an operation reads the world's clock and schedules its own later work (:mod:`._provider`,
+:mod:`._own_work`), a read may lag its writes (``Operation(lag_ms=...)``, :mod:`._lag`), a batch
+may be taken in part (``Operation(batch=...)``), a rate limit refuses with a retry-after
+(``Service(rate_limit=...)``), and a callback reaches the job's endpoints (:mod:`._callbacks`).
+
 A killed drive reaches no service: its leftover code's calls are refused before they leave
 (``fault.fence``), and a reply to it is not delivered. A plain Python object a handler mutates is
 not fenced: that is what a service is for.
@@ -37,6 +43,7 @@ import copy
 import json
 import math
 import re
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -48,9 +55,20 @@ from driver import ServiceCall, ServiceDeclined, ServiceTimedOut, ServiceUnavail
 from scopehost import DeliverLate, LinkCall, LinkOutcome
 from scopehost._network import withdraw
 
-from ..faults._plan import ServiceOutage
+from ..faults._check import PlanError
+from ..faults._plan import PartialBatch, RateLimited, ServiceOutage, StaleRead
+from ._callbacks import Callbacks
 from ._fence import DriveKilled, Incarnation, current_incarnation
-from ._service_values import check_key_argument, check_state, copied_state, state_problem
+from ._lag import History
+from ._own_work import OwnWork, own_fields
+from ._provider import Running, running
+from ._service_values import (
+    check_key_argument,
+    check_state,
+    copied_state,
+    new_empty_container,
+    state_problem,
+)
 
 if TYPE_CHECKING:
     from driver import JobPassContext
@@ -78,11 +96,25 @@ class Operation:
     that repeats an ``idempotency_key`` (``ctx.call_service(..., idempotency_key=KEY)``) gets
     the first result again without running, as a provider that honours keys answers. With
     ``idempotency_key="ARG"``, the argument of that name is the key instead (the form before the
-    port). A call without a key runs every time."""
+    port). A call without a key runs every time.
+
+    ``lag_ms``: the operation is a read that sees the service's writes only after a lag, as a
+    provider's search does: fixed (``500``), or drawn from the seed per call within
+    ``(low, high)`` (:mod:`._lag`). ``batch="ARG"``: the argument ``ARG`` is a list of items, of
+    which the service may take only a leading part (at most ``batch_max``, or fewer when a
+    ``PartialBatch`` fault says so): ``fn`` gets the part taken, and its result says which."""
 
     fn: OperationFn
     idempotency_key: str | None = None
     idempotent: bool = attrs.field(default=False, kw_only=True)
+    lag_ms: Latency | None = attrs.field(default=None, kw_only=True)
+    batch: str | None = attrs.field(default=None, kw_only=True)
+    batch_max: int | None = attrs.field(default=None, kw_only=True)
+
+    def longest_lag_ms(self) -> float:
+        """The longest lag this read may have (0 for an operation that does not lag)."""
+        lag = self.lag_ms
+        return 0.0 if lag is None else float(lag[1] if isinstance(lag, tuple) else lag)
 
 
 def _check_name(what: str, name: object) -> None:
@@ -128,6 +160,64 @@ def _check_times(name: str, times: object) -> None:
             )
 
 
+def _check_operation(name: str, op: str, operation: Operation) -> None:
+    """Refuse an operation's lag or batch where the service is declared."""
+    where = f"Service({name!r}): operation {op!r}"
+    if operation.lag_ms is not None:
+        try:
+            _check_latency(name, operation.lag_ms)
+        except ValueError:
+            raise ValueError(
+                f"{where} has lag_ms={operation.lag_ms!r}; give a finite number of ms >= 0, or "
+                "(low, high) with 0 <= low <= high to draw each read's lag from the seed"
+            ) from None
+    batch = operation.batch
+    if batch is not None and (not isinstance(batch, str) or not batch):
+        raise ValueError(
+            f"{where} has batch={operation.batch!r}; name the argument that holds the list of "
+            "items, such as batch='items'"
+        )
+    most = operation.batch_max
+    if most is not None and (
+        operation.batch is None or not isinstance(most, int) or isinstance(most, bool) or most < 1
+    ):
+        raise ValueError(
+            f"{where} has batch_max={most!r}; give an int >= 1 together with batch='ARG' (the "
+            "argument holding the items)"
+        )
+
+
+def _check_rate_limit(name: str, limit: object) -> None:
+    if limit is None:
+        return
+    calls, per_ms = limit if isinstance(limit, tuple) and len(limit) == 2 else (None, None)
+    if (
+        isinstance(calls, int)
+        and not isinstance(calls, bool)
+        and calls >= 1
+        and isinstance(per_ms, int | float)
+        and not isinstance(per_ms, bool)
+        and 0 < per_ms < math.inf
+    ):
+        return
+    raise ValueError(
+        f"Service({name!r}, rate_limit={limit!r}); give (CALLS, PER_MS): at most CALLS requests "
+        "arrive in any PER_MS ms, such as (10, 1_000.0); the rest are refused with a retry-after"
+    )
+
+
+def _check_retries(name: str, retries: object) -> None:
+    if isinstance(retries, tuple) and all(
+        isinstance(ms, int | float) and not isinstance(ms, bool) and 0 < ms < math.inf
+        for ms in retries
+    ):
+        return
+    raise ValueError(
+        f"Service({name!r}, callback_retries_ms={retries!r}); give a tuple of delays in ms, each "
+        "above 0: how long after a failed delivery the service sends a callback again"
+    )
+
+
 @attrs.frozen
 class Service:
     """A simulated external system: its ``operations`` by name (a function ``fn(state, args)`` or
@@ -144,6 +234,14 @@ class Service:
     latency_ms: Latency = attrs.field(default=1.0, kw_only=True)
     refuses: float = attrs.field(default=0.0, kw_only=True)
     times_ms: Mapping[str, float] = attrs.field(factory=dict, kw_only=True)
+    #: ``(CALLS, PER_MS)``: at most CALLS requests arrive in any PER_MS ms; the rest are refused
+    #: unrun (``ServiceUnavailable``) with the ``retry_after_ms`` after which one would pass.
+    rate_limit: tuple[int, float] | None = attrs.field(default=None, kw_only=True)
+    #: How long after each failed delivery of a callback the service sends it again; it gives
+    #: up after the last (a provider retries its webhooks on a schedule of its own).
+    callback_retries_ms: tuple[float, ...] = attrs.field(
+        default=(1_000.0, 10_000.0, 60_000.0), kw_only=True
+    )
 
     def __attrs_post_init__(self) -> None:
         _check_name("Service", self.name)
@@ -160,6 +258,7 @@ class Service:
                     f"Service {self.name!r}: operation {op!r} is {target!r}; give a function "
                     "fn(state, args) -> result"
                 )
+            _check_operation(self.name, op, self.operation(op))
         if not callable(self.state):
             raise ValueError(
                 f"Service({self.name!r}, state={self.state!r}); give a function that makes the "
@@ -168,6 +267,8 @@ class Service:
         check_state(self.name, self.state, self.state())
         _check_latency(self.name, self.latency_ms)
         _check_times(self.name, self.times_ms)
+        _check_rate_limit(self.name, self.rate_limit)
+        _check_retries(self.name, self.callback_retries_ms)
         refuses = self.refuses
         number = isinstance(refuses, int | float) and not isinstance(refuses, bool)
         if not number or not 0 <= refuses < 1:
@@ -255,9 +356,31 @@ class Services:
         #: The first result of each idempotent call, by (service, operation, key).
         self._first: dict[tuple[str, str, str], Any] = {}
         self._rng = {service.name: world.rng(f"service:{service.name}") for service in services}
+        #: The lags of lagging reads, drawn from a stream of their own: a service that gains
+        #: such a read draws the same latencies it drew before.
+        self._lag_rng = {s.name: world.rng(f"service-lag:{s.name}") for s in services}
         self._outages = [f for f in world.plan.faults if isinstance(f, ServiceOutage)]
         #: Calls whose legs are still on the wire: the world waits for them before it ends.
         self.in_flight = 0
+        #: Requests that arrived, by service and by ``SERVICE.OPERATION``: what ``nth`` counts.
+        self._arrived: Counter[str] = Counter()
+        #: Until when a ``RateLimited`` fault refuses each service's requests.
+        self._limited_until: dict[str, float] = {}
+        #: When each rate-limited service let its latest requests in, within its window.
+        self._window: dict[str, deque[float]] = {service.name: deque() for service in services}
+        #: The states each service with a lagging read went through (:mod:`._lag`).
+        self._histories = {
+            service.name: History(keep_ms=_longest_lag(service)) for service in services
+        }
+        for name, history in list(self._histories.items()):
+            if history.keep_ms:
+                history.wrote(world.now_ms(), self.state[name])
+            else:
+                del self._histories[name]
+        self._provider_faults = _provider_faults(world.plan.faults)
+        #: The services' own work (``sims.later``) and their callbacks (``sims.call_back``).
+        self.own_work = OwnWork(self)
+        self.callbacks = Callbacks(self)
 
     def restore(
         self, name: str, state: Any, answered: Mapping[tuple[str, str], Any] | None = None
@@ -280,6 +403,30 @@ class Services:
                 result, f"the answer restored to {name}.{operation} for key {key!r}"
             )
         self.state[name] = copy.deepcopy(state)
+        if name in self._histories:
+            self._histories[name].wrote(self.world.now_ms(), self.state[name])
+
+    def final(self) -> dict[str, Any]:
+        """Every service's state as the world ends, by name (a copy)."""
+        return copy.deepcopy(self.state)
+
+    async def finish(self) -> None:
+        """Let the services' own work and their callbacks run to their end, however far off."""
+        while self.own_work.pending or self.callbacks.in_flight:
+            await self.own_work.finish()
+            await self.callbacks.finish()
+
+    def due_before(self, at_ms: float) -> bool:
+        """Whether the services will still act before ``at_ms``: a callback on the wire, or
+        their own work due by then (which may call back, and so start a run)."""
+        return bool(self.callbacks.in_flight) or self.own_work.due_before(at_ms)
+
+    def outage_at(self, service: str, now_ms: float) -> ServiceOutage | None:
+        """The plan's outage of ``service`` at ``now_ms``, if it is down then."""
+        for outage in self._outages:
+            if outage.service == service and outage.from_ms <= now_ms < outage.to_ms:
+                return outage
+        return None
 
     def _declared(self, service: str) -> Service:
         found = self.declared.get(service)
@@ -392,7 +539,7 @@ class Services:
         trace = self.world.trace
         call = flight.call
         wanted = drive._request_wanted(call)
-        await self.world.host.sleep_ms(self._latency(service))
+        await self.world.host.sleep_ms(self.latency(service))
         verdict = await drive._on_request(call) if wanted else None
         if verdict == "drop":
             trace.record("svc.drop", {**fields, "leg": "request"})
@@ -410,14 +557,14 @@ class Services:
             await self.world.host.sleep_ms(verdict.ms)
         outcome = self._arrive(service, call, fields)
         if isinstance(outcome.error, ServiceUnavailable):
-            await self.world.host.sleep_ms(self._latency(service))
+            await self.world.host.sleep_ms(self.latency(service))
             self._deliver(flight, fields, outcome)
             return
         if drive._reply_wanted(call, outcome) and await drive._on_reply(call, outcome) == "drop":
             trace.record("svc.drop", {**fields, "leg": "reply"})
             self._lost(flight, fields, "the connection was lost before the reply came")
             return
-        await self.world.host.sleep_ms(self._latency(service))
+        await self.world.host.sleep_ms(self.latency(service))
         self._deliver(flight, fields, outcome)
 
     def _deliver(self, flight: _Flight, fields: dict[str, Any], outcome: LinkOutcome) -> None:
@@ -444,16 +591,18 @@ class Services:
         """The request arrives: refused, or run whole on the service's state."""
         now = self.world.now_ms()
         trace = self.world.trace
-        refusal = None
-        for outage in self._outages:
-            if outage.service == service.name and outage.from_ms <= now < outage.to_ms:
-                self.world.fired.add(outage)
-                refusal = f"{service.name} is down (an outage from {outage.from_ms:g} ms)"
-                break
+        self._arrived[service.name] += 1
+        self._arrived[call.operation] += 1
+        refusal, retry_after_ms = None, None
+        outage = self.outage_at(service.name, now)
+        if outage is not None:
+            self.world.fired.add(outage)
+            refusal = f"{service.name} is down (an outage from {outage.from_ms:g} ms)"
+        if refusal is None:
+            refusal, retry_after_ms = self._rate_limited(service, call.operation, now)
         rng = self._rng[service.name]
         if refusal is None and service.refuses and rng.random() < service.refuses:
             refusal = f"{service.name} refused the request (a transient refusal)"
-        retry_after_ms = None
         if refusal is None:
             try:
                 return self._run(service, call, fields)
@@ -469,7 +618,8 @@ class Services:
                     {**fields, "refused": said, "declined": True, **code, "effect": False},
                 )
                 return LinkOutcome(None, _named(declined, fields), "")
-        trace.record("svc.exec", {**fields, "refused": refusal, "effect": False})
+        after = {} if retry_after_ms is None else {"retry_after_ms": retry_after_ms}
+        trace.record("svc.exec", {**fields, "refused": refusal, **after, "effect": False})
         unavailable = ServiceUnavailable(
             refusal,
             service=service.name,
@@ -477,6 +627,42 @@ class Services:
             retry_after_ms=retry_after_ms,
         )
         return LinkOutcome(None, unavailable, "")
+
+    def _rate_limited(
+        self, service: Service, operation: str, now: float
+    ) -> tuple[str | None, float | None]:
+        """A refusal and its retry-after, when the plan's ``RateLimited`` or the service's own
+        ``rate_limit`` turns this request away; (None, None) when it passes."""
+        for fault in self._provider_faults.get(RateLimited, ()):
+            assert isinstance(fault, RateLimited)
+            counted = fault.operation or service.name
+            ours = fault.service == service.name and counted in (service.name, operation)
+            if ours and self._arrived[counted] == fault.nth:
+                self.world.fired.add(fault)
+                until = max(self._limited_until.get(service.name, 0.0), now + fault.retry_after_ms)
+                self._limited_until[service.name] = until
+        until = self._limited_until.get(service.name, 0.0)
+        if now < until:
+            wait = round(until - now, 3)
+            return (
+                f"{service.name} is rate limited (a RateLimited fault): try again in {wait:g} ms",
+                wait,
+            )
+        if service.rate_limit is None:
+            return None, None
+        calls, per_ms = service.rate_limit
+        window = self._window[service.name]
+        while window and window[0] <= now - per_ms:
+            window.popleft()
+        if len(window) < calls:
+            window.append(now)
+            return None, None
+        wait = round(window[0] + per_ms - now, 3)
+        return (
+            f"{service.name} is rate limited ({calls} requests in {per_ms:g} ms): try again in "
+            f"{wait:g} ms",
+            wait,
+        )
 
     def _run(self, service: Service, call: LinkCall, fields: dict[str, Any]) -> LinkOutcome:
         operation = service.operation(call.operation.split(".", 1)[1])
@@ -492,29 +678,229 @@ class Services:
                 "svc.exec", {**fields, "result": result, "effect": False, "repeat": True}
             )
             return LinkOutcome(copy.deepcopy(result), None, "")
-        state = self.state[service.name]
-        before = copied_state(service.name, call.operation, state)
-        # The operation gets its own copy of the arguments, and the caller a copy of the result:
-        # nothing crosses the wire by reference.
-        try:
-            result = operation.fn(state, copy.deepcopy(args))
-        except (ServiceUnavailable, ServiceDeclined):
-            # A refusal or a decline means it did not run: what the operation wrote before it
-            # said so is undone, as a provider's transaction would be (its key not remembered).
-            self.state[service.name] = before
-            raise
-        result = _json_copy(result, f"the result of {call.operation}")
-        effect = state != before
+        told: dict[str, Any] = {}
+        args = self._batch_taken(service, operation, call.operation, args, told)
+        if operation.lag_ms is not None:
+            result = self._read_lagging(service, operation, call.operation, args, told)
+            effect = False
+        else:
+            result, effect = self._apply(service, operation, call.operation, args)
         if key is not None:
             self._first[key] = result
-        self.world.trace.record("svc.exec", {**fields, "result": result, "effect": effect})
+        self.world.trace.record("svc.exec", {**fields, "result": result, **told, "effect": effect})
         return LinkOutcome(copy.deepcopy(result), None, "")
 
-    def _latency(self, service: Service) -> float:
+    def _apply(
+        self, service: Service, operation: Operation, name: str, args: dict[str, Any]
+    ) -> tuple[Any, bool]:
+        """Run ``operation`` on the service's state: its result, and whether it changed it."""
+        state = self.state[service.name]
+        before = copied_state(service.name, name, state)
+        # The operation gets its own copy of the arguments, and the caller a copy of the result:
+        # nothing crosses the wire by reference.
+        with running(self, service.name, name) as asked:
+            try:
+                result = operation.fn(state, copy.deepcopy(args))
+            except (ServiceUnavailable, ServiceDeclined):
+                # A refusal or a decline means it did not run: what the operation wrote before
+                # it said so is undone, as a provider's transaction would be (its key not
+                # remembered, its work and callbacks not sent).
+                self.state[service.name] = before
+                raise
+        result = _json_copy(result, f"the result of {name}")
+        effect = state != before
+        if effect:
+            self._warn_if_empty(service, name, operation, before, state)
+        if effect and service.name in self._histories:
+            self._histories[service.name].wrote(self.world.now_ms(), state)
+        self._kept(service, asked)
+        return result, effect
+
+    def _warn_if_empty(
+        self, service: Service, name: str, operation: Operation, before: Any, after: Any
+    ) -> None:
+        """Say where an operation's only change was a new empty container: it counts as an
+        effect (the state changed), which a read that sets up its state by the way is not."""
+        path = new_empty_container(before, after)
+        if path is None:
+            return
+        code = getattr(operation.fn, "__code__", None)
+        where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "?"
+        self.world.trace.record(
+            "svc.warn",
+            {
+                "op": name,
+                "where": where,
+                "text": (
+                    f"{name} changed {service.name}'s state only by adding the empty {path}, "
+                    "which counts as an effect; make it in the service's state() instead, so "
+                    "that a call that adds nothing is no effect"
+                ),
+            },
+        )
+
+    def _kept(self, service: Service, asked: Running) -> None:
+        """What an operation or own work that ran asked for: its later work, its callbacks."""
+        for after_ms, name, work in asked.work:
+            self.own_work.schedule(service.name, asked.what, after_ms, name, work)
+        for endpoint, payload in asked.callbacks:
+            self.callbacks.send(service, asked.what, endpoint, payload)
+
+    def run_own(self, service: str, number: int, name: str, work: Any) -> None:
+        """A piece of ``service``'s own work falls due and runs on its state."""
+        state = self.state[service]
+        what = f"{service}:{name}"
+        before = copied_state(service, what, state)
+        with running(self, service, what) as asked:
+            work(state)
+        effect = state != before
+        if effect and service in self._histories:
+            self._histories[service].wrote(self.world.now_ms(), state)
+        self.world.trace.record("svc.own", {**own_fields(service, number, name), "effect": effect})
+        self._kept(self.declared[service], asked)
+
+    def _read_lagging(
+        self,
+        service: Service,
+        operation: Operation,
+        name: str,
+        args: dict[str, Any],
+        told: dict[str, Any],
+    ) -> Any:
+        """A read that sees the service's writes only after its lag (:mod:`._lag`): run on the
+        state as it stood then, and compared with what a fresh read answers."""
+        history = self._histories[service.name]
+        stale = self._fault_at(StaleRead, name)
+        if stale is not None:
+            self.world.fired.add(stale)
+            told["fault"] = "StaleRead"
+        lag = self._lag(service, operation, stale)
+        now = self.world.now_ms()
+        seen = history.seen_at(now - lag)
+        view = copy.deepcopy(seen)
+        with running(self, service.name, name):
+            result = _json_copy(operation.fn(view, copy.deepcopy(args)), f"the result of {name}")
+        if view != seen:
+            raise ValueError(
+                f"{name} changed the service's state, but it is declared a lagging read "
+                f"(Operation(..., lag_ms={operation.lag_ms!r})), which sees an old copy of it: "
+                "a read with a lag must only read; give a write no lag_ms"
+            )
+        fresh_state = copy.deepcopy(self.state[service.name])
+        with running(self, service.name, name):
+            fresh = _json_copy(operation.fn(fresh_state, copy.deepcopy(args)), name)
+        told["lag_ms"] = round(lag, 3)
+        if fresh != result:
+            told["stale"] = {"missed": history.writes_since(now - lag), "fresh": fresh}
+        return result
+
+    def _lag(self, service: Service, operation: Operation, stale: StaleRead | None) -> float:
+        """This call's lag: the plan's ``StaleRead``'s, or the declared lag (drawn per call)."""
+        if stale is not None:
+            return operation.longest_lag_ms() if stale.lag_ms is None else stale.lag_ms
+        lag = operation.lag_ms
+        if isinstance(lag, tuple):
+            return self._lag_rng[service.name].uniform(*lag)
+        return float(lag or 0.0)
+
+    def _fault_at(self, kind: type, name: str) -> Any:
+        """The plan's fault of ``kind`` (a ``StaleRead``, a ``PartialBatch``) aimed at the
+        request of ``name`` (``SERVICE.OPERATION``) arriving now, or None."""
+        for fault in self._provider_faults.get(kind, ()):
+            if fault.operation == name and self._arrived[name] == fault.nth:
+                return fault
+        return None
+
+    def _batch_taken(
+        self,
+        service: Service,
+        operation: Operation,
+        name: str,
+        args: dict[str, Any],
+        told: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The arguments with only the leading part of a batch's items the service takes."""
+        if operation.batch is None:
+            return args
+        items = args.get(operation.batch)
+        if not isinstance(items, list):
+            raise ValueError(
+                f"{name} takes its items as a list in args[{operation.batch!r}] "
+                f"(Operation(..., batch={operation.batch!r})), and got {items!r}"
+            )
+        taken = len(items) if operation.batch_max is None else operation.batch_max
+        partial = self._fault_at(PartialBatch, name)
+        if partial is not None:
+            if partial.taken < len(items):  # one that takes them all changes nothing
+                self.world.fired.add(partial)
+                told["fault"] = "PartialBatch"
+            taken = min(taken, partial.taken)
+        if taken >= len(items):
+            return args
+        told["batch"] = {"taken": taken, "of": len(items)}
+        return {**args, operation.batch: items[:taken]}
+
+    def latency(self, service: Service) -> float:
         latency = service.latency_ms
         if isinstance(latency, tuple):
             return self._rng[service.name].uniform(*latency)
         return float(latency)
+
+
+def _longest_lag(service: Service) -> float:
+    return max(service.operation(op).longest_lag_ms() for op in service.operations)
+
+
+def check_provider_faults(faults: tuple[Any, ...], services: tuple[Service, ...]) -> None:
+    """Refuse, with a one-line ``PlanError``, a fault of a provider's own behaviour that does not
+    fit the operation it names (a stale read of a call that does not lag, a lag past the read's
+    bound, a partial batch of a call that takes no batch)."""
+    declared = {service.name: service for service in services}
+    for fault in faults:
+        if isinstance(fault, StaleRead | PartialBatch):
+            problem = _provider_problem(fault, declared)
+            if problem is not None:
+                raise PlanError(f"fault {fault!r} cannot strike: {problem}")
+
+
+def _provider_faults(faults: tuple[Any, ...]) -> dict[type, list[Any]]:
+    """The plan's faults of a provider's own behaviour that strike at a request, by kind."""
+    found: dict[type, list[Any]] = {}
+    for fault in faults:
+        if isinstance(fault, StaleRead | PartialBatch | RateLimited):
+            found.setdefault(type(fault), []).append(fault)
+    return found
+
+
+def _provider_problem(
+    fault: StaleRead | PartialBatch, services: Mapping[str, Service]
+) -> str | None:
+    service_name, _, op = fault.operation.partition(".")
+    service = services.get(service_name)
+    if service is None or op not in service.operations:
+        return None  # the plan's check names what the world has
+    operation = service.operation(op)
+    if isinstance(fault, StaleRead):
+        if operation.lag_ms is None:
+            return (
+                f"{fault.operation} is no lagging read; declare it Operation(fn, lag_ms=...) for "
+                "its reads to lag"
+            )
+        longest = operation.longest_lag_ms()
+        if fault.lag_ms is not None and not 0 <= fault.lag_ms <= longest:
+            return (
+                f"lag_ms={fault.lag_ms!r}; a StaleRead stretches the read's lag within its bound, "
+                f"0 to {longest:g} ms (lag_ms=None: the bound)"
+            )
+        return None
+    if operation.batch is None:
+        return (
+            f"{fault.operation} is no batch; declare it Operation(fn, batch='ARG') for the "
+            "service to take part of its items"
+        )
+    if type(fault.taken) is not int or fault.taken < 0:
+        return f"taken={fault.taken!r}; give a whole number of items >= 0"
+    return None
 
 
 def _timed_out(fields: dict[str, Any], message: str) -> ServiceTimedOut:

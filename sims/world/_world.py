@@ -74,6 +74,7 @@ from ..faults._plan import (
     RepeatStart,
     StoreClockFault,
 )
+from ._callbacks import EndpointFn
 from ._fence import DriveKilled, FencedLink, Incarnation, living_as, only_kills
 from ._incident import latest_ms, moved
 from ._recording import WorldJobDriver
@@ -644,6 +645,7 @@ class World:
         return bool(
             self.running
             or self.services.in_flight
+            or self.services.callbacks.in_flight
             or self.requests_on_the_wire
             or self.starts_repeated
             or any(drive._working for drive in self.drives.values())
@@ -834,6 +836,13 @@ class World:
                 f"job {definition.module_id}/{definition.job}: its deadline_ms="
                 f"{definition.deadline_ms} is not simulated; its passes run without one here"
             )
+
+    def add_endpoint(self, name: str, fn: EndpointFn, *, drive: str) -> None:
+        """Receive the callbacks (webhooks) the world's services send to ``name``
+        (``sims.call_back(name, payload)``) with ``await fn(driver, payload)`` on ``drive``: the
+        job's own code, given the drive's ``JobDriver`` to start runs or read its scopes
+        through the drive's wire (:mod:`._callbacks`)."""
+        self.services.callbacks.add_endpoint(name, fn, drive)
 
     async def start(
         self,
@@ -1065,13 +1074,17 @@ class World:
         )
 
     async def settle(self, scopes: tuple[str, ...], *, horizon_ms: float, poll_ms: float) -> None:
-        """Wait until every run on ``scopes`` has ended, or until ``horizon_ms`` (and the plan's
-        hold-up, :attr:`stretch_ms`, more: bounded faults must leave every run time to end)."""
+        """Wait until every run on ``scopes`` has ended, and the services have nothing due
+        before the horizon (their own work, callbacks on the wire: either may start runs), or
+        until ``horizon_ms`` (and the plan's hold-up, :attr:`stretch_ms`, more: bounded faults
+        must leave every run time to end)."""
         for scope_id in scopes:
             self.scope(scope_id)
         horizon_ms += self.stretch_ms
         while self.now_ms() < horizon_ms:
             await self.sleep_until_ms(min(horizon_ms, self.now_ms() + poll_ms))
+            if self.services.due_before(horizon_ms):
+                continue
             live = [
                 run
                 for scope in scopes

@@ -37,6 +37,7 @@ EXPECTED: dict[str, dict[str, str | None]] = {
         "pay-undo-and-retry": (
             "the order's run (shop/pay/default) ended done and it was paid 0 times"
         ),
+        "pay-fresh-key": "the order's run (shop/pay/default) ended done and it was paid 2 times",
         "pay-once": None,
     },
     "mailer.py": {
@@ -165,12 +166,36 @@ def test_the_refund_undoes_the_charge_and_the_key_answers_with_the_refunded_one(
 
 def test_the_fix_asks_after_a_timeout_and_charges_no_more() -> None:
     plan = _plan("payment_provider.py", "pay-fallback")
-    held = simulate("examples/payment_provider.py:pay-once", 1, plan=plan)
+    # The lookup lags the charge by a lag each seed draws: seed 5's is short enough to see it.
+    held = simulate("examples/payment_provider.py:pay-once", 5, plan=plan)
     assert held.ok
     assert [e["effect"] for e in _exec(held, "card.charge")] == [True]
     (asked,) = _exec(held, "card.find")
     assert asked["result"]["order"] == "o-17"  # the charge was there: nothing more to do
     assert not _exec(held, "card.refund")
+
+
+def test_the_fix_charges_again_with_the_same_key_when_the_lookup_lags() -> None:
+    # Seed 1's lookup lags past the charge (13.7 s): it answers None, the fresh read would have
+    # found the charge, and the second charge, with the same key, is answered from it.
+    plan = _plan("payment_provider.py", "pay-fallback")
+    held = simulate("examples/payment_provider.py:pay-once", 1, plan=plan)
+    assert held.ok
+    (asked,) = _exec(held, "card.find")
+    assert asked["result"] is None
+    assert asked["stale"]["fresh"]["order"] == "o-17"
+    assert asked["lag_ms"] > 5_000.0
+    assert [(e["effect"], e.get("repeat", False)) for e in _exec(held, "card.charge")] == [
+        (True, False),
+        (False, True),
+    ]
+    # The bug with a fresh key for each try pays twice on the very same world.
+    broken = simulate("examples/payment_provider.py:pay-fresh-key", 1, plan=plan)
+    assert [e["effect"] for e in _exec(broken, "card.charge")] == [True, True]
+    assert [e["args"]["key"] for e in broken.facts.of("svc.send") if e["op"] == "card.charge"] == [
+        "o-17/pay/1",
+        "o-17/pay/2",
+    ]
 
 
 def test_the_fix_waits_out_an_outage_and_pays_once() -> None:

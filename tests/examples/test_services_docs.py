@@ -78,7 +78,7 @@ SERVICES = section(SIMULATING, "Services: the job's outside world")
 def card_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The section's two code blocks, as the one world file it says they are, in a folder of
     worlds as a user lays them out; the tests run from that folder."""
-    declaration, world = blocks(SERVICES, "python")
+    declaration, world, _check = blocks(SERVICES, "python")
     path = tmp_path / "worlds" / "card.py"
     path.parent.mkdir()
     path.write_text(f"{declaration}\n\n{world}", encoding="utf-8")
@@ -87,7 +87,7 @@ def card_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_the_section_declares_a_provider_in_about_ten_lines() -> None:
-    declaration, _ = blocks(SERVICES, "python")
+    declaration, *_ = blocks(SERVICES, "python")
     code = [line for line in declaration.splitlines() if line.strip()]
     assert len(code) <= 14, declaration
     (fragment,) = blocks(SERVICES, "text")

@@ -63,7 +63,7 @@ def test_a_printed_plan_reads_back() -> None:
     [
         (
             "__import__('os').system('true')",
-            r"calls something other than CrashAfter, CrashDrive, DelayLeg",
+            r"calls something other than CrashAfter, CrashDrive, DelayCallback, DelayLeg",
         ),
         (
             "FaultPlan(faults=[x for x in ()])",

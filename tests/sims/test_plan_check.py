@@ -46,13 +46,14 @@ SCOPES = ("scope-1",)
         (
             DelayLeg(drive="crom", operation="begin", nth=1, leg="reply", ms=5.0),
             "the world has no drive 'crom'; its drives are cron, alarm (a world declares its "
-            "drives in WorldSetup(drives=...))",
+            "drives in WorldSetup(drives=...)); did you mean 'cron'?",
         ),
         (
             DropLeg(drive="cron", operation="commit", nth=1, leg="reply"),
             "a drive sends no operation 'commit'; its operations are start_or_join, due_keys, "
             "claim, begin, miss, list, patch, commit_pass, begin_step, record_step, invoke, and "
-            "SERVICE.OPERATION for a call to one of the world's services",
+            "SERVICE.OPERATION for a call to one of the world's services; did you mean "
+            "'commit_pass'?",
         ),
         (
             DropLeg(drive="cron", operation="begin", nth=1, leg="both"),  # type: ignore[arg-type]
@@ -77,7 +78,7 @@ SCOPES = ("scope-1",)
         ),
         (
             Evict(scope="scope-2", at_ms=10.0),
-            "the world has no scope 'scope-2'; its scopes are scope-1",
+            "the world has no scope 'scope-2'; its scopes are scope-1; did you mean 'scope-1'?",
         ),
         (CrashDrive(drive="cron", at_ms=-3.0), "at_ms=-3.0; give a finite number of ms >= 0"),
         (
