@@ -77,7 +77,7 @@ def _running(what: str) -> Running:
 def now_ms() -> float:
     """The world's clock, in ms of virtual time: in a service's operation, in its own work, or
     anywhere else a world runs (a scenario, a handler in the world)."""
-    from ._services import CURRENT_WORLD
+    from ._services import CURRENT_WORLD  # here: the services import this module
 
     world = CURRENT_WORLD.get()
     if world is None:
