@@ -209,10 +209,15 @@ def recorded_handler(
             if inspect.isawaitable(result):
                 result = await result
         except Exception as err:
+            door = err is proxy.door_error
+            # An error in the door's words ("not now") that the door did not throw: the job's
+            # own, which fails the pass (the host defers by identity, never by shape).
+            looks = not door and getattr(err, "reason", None) == SYSTEM_DOOR_WAIT
             proxy._emit(
                 "hx.end",
                 raised=error_text(err),
-                door=err is proxy.door_error,
+                door=door,
+                **({"looks_like_door": True} if looks else {}),
                 **_unawaited(ctx),
                 **raised(err),
             )

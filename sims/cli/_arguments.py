@@ -138,6 +138,12 @@ def _add_list(commands: Any) -> None:
     list_.add_argument("file", nargs="?", type=Path, help="a Python file that defines scenarios")
 
 
+_ON_FILES_HELP = (
+    "run each world on SQLite files with the output gate on, in a temporary folder of its own "
+    "(removed after); the trace is the one in memory, the world about ten times slower"
+)
+
+
 def _add_run(commands: Any) -> None:
     run = _command(
         commands, "run", "run one scenario with one seed and tell its story", epilog=_epilog()
@@ -149,6 +155,7 @@ def _add_run(commands: Any) -> None:
     run.add_argument("--plan", help="a FaultPlan(...) to use instead of the scenario's own")
     run.add_argument("--inputs", metavar="JSON", help=_INPUTS_HELP)
     run.add_argument("--mutant", metavar="M", help="run on a deliberately broken store")
+    run.add_argument("--on-files", action="store_true", help=_ON_FILES_HELP)
     run.add_argument(
         "--story-lines", type=whole_number, default=200, help="most story lines to print"
     )
@@ -183,6 +190,7 @@ def _add_sweep(commands: Any) -> None:
         help="run the seeds as tasks on this Dask distributed cluster (needs the dask extra)",
     )
     sweep_.add_argument("--mutant", metavar="M", help="sweep a deliberately broken store")
+    sweep_.add_argument("--on-files", action="store_true", help=_ON_FILES_HELP)
     sweep_.add_argument(
         "--plan",
         metavar="PLAN",

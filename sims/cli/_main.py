@@ -32,6 +32,7 @@ from ..oracle._checks import check_trace
 from ..runners._failures import with_failures
 from ..runners._lifeline import workers_end_on_sigterm, workers_end_with_this_process
 from ..runners._outcome import STORE, Simulation, python_replay_call
+from ..runners._run import ON_FILES_ENV
 from ..runners._simulate import simulate, with_user_checks
 from ..runners._sweep import progress_bar, sweep
 from ..runners._words import one_line, python_name, shell_line, shell_word
@@ -128,6 +129,7 @@ def _run(arguments: argparse.Namespace) -> int:
     inputs = checked_inputs(arguments.inputs)
     mutant = checked_mutant(arguments.mutant)
     seed = parse_seed(arguments.seed)
+    _on_files(arguments)
     if arguments.story_lines < 0:
         raise UsageError(f"--story-lines {arguments.story_lines} must be 0 or more")
     trace_path = checked_output(arguments.trace, "--trace")
@@ -310,6 +312,19 @@ def _tell(
 # -- sweep ----------------------------------------------------------------------------------------
 
 
+def _on_files(arguments: argparse.Namespace) -> None:
+    """``--on-files``: every world of this process and of its workers runs on SQLite files, in a
+    folder of its own (``WorldSetup(on_files=True)``); its trace is the one in memory."""
+    if not arguments.on_files:
+        return
+    if getattr(arguments, "scheduler", None):
+        raise UsageError(
+            "--on-files runs the worlds of this machine's processes; the Dask workers of "
+            "--scheduler do not see it: sweep with --jobs, or set WorldSetup(on_files=True)"
+        )
+    os.environ[ON_FILES_ENV] = "1"
+
+
 def _sweep(arguments: argparse.Namespace) -> int:
     scenario = find_scenario(arguments.scenario)
     seeds = parse_seeds(arguments.seeds)
@@ -318,20 +333,36 @@ def _sweep(arguments: argparse.Namespace) -> int:
     if arguments.show < 0:
         raise UsageError(f"--show {arguments.show} must be 0 or more (how many seeds to list)")
     plan = checked_plan(arguments.plan)
-    with workers_end_on_sigterm():  # and sweep's workers end with it, however it ends
-        report = sweep(
-            scenario.ref,
-            seeds,
-            jobs=jobs,
-            scheduler=arguments.scheduler,
-            mutant=mutant,
-            progress=progress_bar(sys.stderr) if sys.stderr.isatty() else None,
-            plan=plan,
-        )
+    _on_files(arguments)
+    # The first Ctrl-C takes no more seeds, and the report of those done is printed (exit 130);
+    # a second stops the sweep at once, as explore's does.
+    with stop_on_ctrl_c() as stop, workers_end_on_sigterm():  # its workers end with it
+        try:
+            report = sweep(
+                scenario.ref,
+                seeds,
+                jobs=jobs,
+                scheduler=arguments.scheduler,
+                mutant=mutant,
+                progress=progress_bar(sys.stderr) if sys.stderr.isatty() else None,
+                plan=plan,
+                stop=stop,
+            )
+        except KeyboardInterrupt:
+            print(
+                "\nsweep: stopped by a second Ctrl-C, before it could say what it swept",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 130
+    if report.interrupted_of is not None and sys.stderr.isatty():
+        print(file=sys.stderr)  # the progress bar's line, left unended
     # None: the report's own default (shown for a built-in world, hidden for a user's).
     spec_probes = True if arguments.spec_probes else None
     for line in report.lines(show=arguments.show, spec_probes=spec_probes):
         print(line)
+    if stop.is_set():
+        return 130  # as a shell says of a command Ctrl-C stopped
     return 0 if not report.failing else 1
 
 

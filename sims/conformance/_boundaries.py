@@ -64,6 +64,15 @@ RULES: Final = {
     "due-tie": "runs due at the same time: due order, then id, cut by the limit",
     "list-instance": "a list filtered by instance over runs of two instances: those only",
     "door-refusals": "each request of the refusal table below: the same code and paths",
+    "takeover-of-unbegun": "a claim over an expired lease that never BEGAN: no takeover, no charge",
+    "due-max-zero": "a due read with max 0 over due runs: no keys",
+    "due-skips-finished": "a due read over finished runs with no next_attempt_at: not due",
+    "claim-finished": "a claim of a done run: null",
+    "miss-after-begin": "a miss by the owner whose pass BEGAN: null, nothing written",
+    "erase-done": "erasure of a done run's subject: still done, its note written",
+    "erase-running": "erasure of a subject whose running run holds no lease: settled failed",
+    "erase-again": "a second erasure of the same subject: nothing touched, 0",
+    "copy-conflict": "a copy into a scope that already holds one of its ids: conflict",
 }
 
 _SHORT_LEASES: Final = (1_002, 1_003, 1_000, 1_001, 100)
@@ -447,6 +456,36 @@ def _record(view: View, id: str, owner: str, name: str, result: Any, error: Any)
     return _step("record_step", now, args)
 
 
+def unbegun_takeover(draw: Choices, view: View) -> Iterator[Step]:
+    """A lease that never BEGAN (its holder reached a step boundary, or its BEGIN came with the
+    margin just missed, or it sent none) expires and a rival claims it at the expiry or 1 ms
+    after: no takeover, no attempt, the last error kept; the rival's pass then begins and ends."""
+    id = yield from _new_run(view, last_error=draw.pick((None, "boom")), attempts=draw.pick((0, 1)))
+    lease_ms = draw.pick(_MARGIN_LEASES)
+    owner = view.mint_owner(lease_ms)
+    yield _step("claim", _iso(view.now_ms), {"id": id, "owner": owner, "lease_ms": lease_ms})
+    how = draw.pick(("missed", "step", "none"))
+    if how == "missed":
+        begin = _begin_at_edge(view, id, owner, lease_ms, met=False)
+        if begin is not None:
+            yield begin
+    elif how == "step":
+        yield _write("begin_step", draw, view, id, owner, lease_ms)
+    run = view.run(id)
+    expiry = _leased_to(view, id, owner)
+    if run is None or expiry is None or run.get("lease_began_at") is not None:
+        return
+    view.now_ms = max(view.now_ms, expiry + draw.pick((0, 1)))
+    rival_lease = draw.pick(_SHORT_LEASES)
+    rival = view.mint_owner(rival_lease)
+    view.exercised["takeover-of-unbegun"] += 1
+    yield _step("claim", _iso(view.now_ms), {"id": id, "owner": rival, "lease_ms": rival_lease})
+    yield _step(
+        "begin", _iso(view.now_ms), {"id": id, "owner": rival, "margin_ms": rival_lease * 0.25}
+    )
+    yield _commit(view, id, rival, op=draw.pick(("commit_pass", "patch")))
+
+
 def odd_lists(draw: Choices, view: View) -> Iterator[Step]:
     """Operator lists with odd limits (booleans, below one, fractions, past the maximum) over at
     least four rows, so each limit's clamp shows in how many come back; then two filtered ones
@@ -491,16 +530,14 @@ def begin_over_misses(draw: Choices, view: View) -> Iterator[Step]:
         return
     view.exercised["begin-clears-misses"] += 1
     yield begin
-    if draw.coin():
-        yield _step(
-            "miss", _iso(view.now_ms), {"id": id, "owner": owner, "note": _NOTE.format(n=1)}
-        )
+    view.exercised["miss-after-begin"] += 1
+    yield _step("miss", _iso(view.now_ms), {"id": id, "owner": owner, "note": _NOTE.format(n=1)})
     yield _commit(view, id, owner, op=draw.pick(("commit_pass", "patch")))
 
 
 def _holder_of(draw: Choices, view: View, how: str) -> Made:
     """A run that holds s1 in one way (``how``), built by a start and a pass or two."""
-    declared = "s1" if how in ("declared-steps", "finished") else None
+    declared = "s1" if how in ("declared-steps", "finished", "done", "running") else None
     payload = _ENVELOPE if how == "payload" else draw.pick(("{}", '{"source":"crm"}'))
     id = yield from _new_run(view, subject_id=declared, payload=payload)
     owner = yield from _begun(view, id)
@@ -513,10 +550,15 @@ def _holder_of(draw: Choices, view: View, how: str) -> Made:
         yield _record(view, id, owner, "store", None, "upstream 503: Ann")
     if how == "finished":
         yield _commit(view, id, owner, op="patch", status="failed", last_error="boom")
-    elif draw.coin():
+    elif how == "done":
+        yield _commit(view, id, owner, cursor='"end"', status="done")
+    elif how == "running" or draw.coin():
         yield _commit(view, id, owner, op="patch", next_attempt_at=_iso(view.now_ms + 1_000))
     return id
 
+
+#: The holders whose status the erasure decides: one of each final status, and a running run.
+_SETTLED: Final = ("finished", "done", "running")
 
 _ERASURE_RULES: Final = {
     "cursor": "erase-cursor-only",
@@ -524,16 +566,22 @@ _ERASURE_RULES: Final = {
     "declared-steps": "erase-step-errors",
     "step-result": "erase-step-result-only",
     "finished": "erase-finished",
+    "done": "erase-done",
+    "running": "erase-running",
 }
 
 
 def erasures(draw: Choices, view: View) -> Iterator[Step]:
     """Runs holding s1 each in one way (only in the cursor, only in the payload, declared with
-    step rows that carry errors, only in a step result, declared and finished), beside one that
-    names s1 with a ``piiClass`` of none; then s1 erased, and erased again."""
+    step rows that carry errors, only in a step result, declared and failed, declared and done,
+    declared and running with no lease), beside one that names s1 with a ``piiClass`` of none;
+    then s1 erased, and erased again (which touches nothing). The final statuses and the running
+    run come first in the turn, so every erasure settles one of each."""
     kinds = list(_ERASURE_RULES)
     first = draw.number(0, len(kinds) - 1)
-    chosen = (kinds[first:] + kinds[:first])[: draw.pick((2, 3, 5))]
+    turn = kinds[first:] + kinds[:first]
+    settled = [how for how in turn if how in _SETTLED]
+    chosen = settled + [how for how in turn if how not in _SETTLED][: draw.pick((1, 2, 4))]
     for how in chosen:
         yield from _holder_of(draw, view, how)
     if draw.coin():
@@ -542,8 +590,8 @@ def erasures(draw: Choices, view: View) -> Iterator[Step]:
     for how in chosen:
         view.exercised[_ERASURE_RULES[how]] += 1
     yield _step("shred_subject", _iso(view.now_ms), {"subject_id": "s1"})
-    if draw.coin():
-        yield _step("shred_subject", _iso(view.now_ms + 1), {"subject_id": "s1"})
+    view.exercised["erase-again"] += 1
+    yield _step("shred_subject", _iso(view.now_ms + draw.pick((1, 0))), {"subject_id": "s1"})
 
 
 def full_imports(draw: Choices, view: View) -> Iterator[Step]:
@@ -580,6 +628,9 @@ def full_imports(draw: Choices, view: View) -> Iterator[Step]:
     view.exercised["restore-every-column"] += 1
     view.exercised["copy-every-column"] += 1
     yield from (restore, copy) if draw.coin() else (copy, restore)
+    # The copy again: scope b now holds every id of the dump, so it is a conflict.
+    view.exercised["copy-conflict"] += 1
+    yield _step("import_dump", now, {"dump_of": "a", "source": "a"}, scope="b")
     if draw.coin():
         yield _step("import_dump", now, {"dump_of": "b", "source": "b"}, scope="b")
 
@@ -610,8 +661,16 @@ def due_ties(draw: Choices, view: View) -> Iterator[Step]:
     yield _step("miss", _iso(view.now_ms), {"id": first, "owner": owner, "note": _NOTE.format(n=1)})
     view.now_ms = max(view.now_ms, _expiry_ms(view.run(first)) or 0)
     yield from _new_run(view)
-    for limit in (500, draw.pick((1, 2, 3))):
-        view.exercised["due-tie"] += 1
+    # A run that finished (done, so no next_attempt_at): never due, and never claimed again.
+    done = yield from _new_run(view)
+    holder = yield from _begun(view, done, 1_000)
+    yield _commit(view, done, holder, status="done")
+    view.exercised["claim-finished"] += 1
+    rival = view.mint_owner(1_000)
+    yield _step("claim", _iso(view.now_ms), {"id": done, "owner": rival, "lease_ms": 1_000})
+    for limit in (500, draw.pick((1, 2, 3)), 0):
+        view.exercised["due-max-zero" if limit == 0 else "due-tie"] += 1
+        view.exercised["due-skips-finished"] += 1
         args = {"now_param": _iso(view.now_ms), "max": limit}
         yield _step("due_keys", _iso(view.now_ms), args)
 
@@ -645,6 +704,7 @@ def door_refusals(draw: Choices, view: View) -> Iterator[Step]:
 
 
 _CORNERS: Final = (
+    unbegun_takeover,
     odd_lists,
     begin_over_misses,
     erasures,

@@ -136,6 +136,11 @@ def _claim(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
             f"true and attempts go from {run['attempts']} to {run['attempts'] + 1}, with the "
             "expired-lease note as last_error"
         )
+    elif run["lease_owner"] is not None:
+        text += (
+            f"; the expired lease of {run['lease_owner']} never began, so takeover is false and "
+            "attempts and last_error stay (rule takeover-of-unbegun)"
+        )
     else:
         text += "; no pass began under the old lease, so takeover is false and attempts stay"
     return text, rows
@@ -234,6 +239,8 @@ def _due(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     ]
     due.sort(key=lambda run: (run["next_attempt_at"] or run["started_at"], run["id"]))
     ids = ", ".join(run["id"] for run in due[: args["max"]]) or "none"
+    if args["max"] == 0:
+        ids += " (max 0 reads no keys: rule due-max-zero)"
     return (
         f"a running run is due when its next_attempt_at is null or at or before {_time(bound)} "
         f"(at it exactly counts: rule due-at-next-attempt), in due order (next_attempt_at, or "

@@ -59,6 +59,10 @@ class TraceChecker(Conclusions):
         self.started_t: dict[str, float] = {}
         self.started_by: dict[str, str] = {}
         self.started_from: dict[str, str] = {}
+        self.started_again: dict[str, str] = {}
+        self.late_starts: dict[str, tuple[str, int, float]] = {}
+        self.gave_up: dict[tuple[str, int], tuple[int, float, float]] = {}
+        self.returned_t: float | None = None
         self.last_drive_t: dict[str, float] = {}
         self.begin_calls: dict[tuple[str, int], Pass] = {}
         # Only the send leg carries the arguments; the exec leg is matched to it by (link, seq).

@@ -11,6 +11,7 @@ from typing import Any
 from driver import iso_from_ms
 
 from .._numbers import ms
+from ..faults._plan import START_OPERATION
 from ._passes import Pass, Run, end_of
 from ._report import Finding, short
 
@@ -36,6 +37,18 @@ class Conclusions:
     #: The callback whose endpoint started each run an endpoint started (``world.start``'s
     #: ``callback``).
     started_from: dict[str, str]
+    #: Who sent each run's start again (``world.start``'s ``repeat``: a ``RepeatStart``).
+    started_again: dict[str, str]
+    #: The runs a start its caller gave up on inserted when the wire delivered it late
+    #: (``rpc.late``), by run: the drive, its call's seq and when it landed.
+    late_starts: dict[str, tuple[str, int, float]]
+    #: The starts whose caller gave up on them (``fault.late``), by (drive, seq): the drive's
+    #: nth start_or_join call, when it gave up, and how late the wire delivers it.
+    gave_up: dict[tuple[str, int], tuple[int, float, float]]
+    #: When the scenario returned (``world.closing``), or None while it runs.
+    returned_t: float | None
+    #: The arguments of each call on the wire, by (link, seq), until it ran (``rpc.send``).
+    sent: dict[tuple[str, int], Any]
 
     def violation(self, check: str, run: str | None, t: float, text: str) -> None:
         raise NotImplementedError
@@ -62,6 +75,22 @@ class Conclusions:
                         "says settles=True: every fault is bounded, so every run must end)",
                     )
 
+    def on_fault_late(self, event: dict[str, Any]) -> None:
+        if event["op"] == START_OPERATION:
+            self.gave_up[(event["drive"], event["seq"])] = (event["nth"], event["t"], event["ms"])
+
+    def on_rpc_late(self, event: dict[str, Any]) -> None:
+        """A start its caller gave up on reaches its scope: the run it inserts (its candidate's
+        id) was started now, though no one hears of it (``start.result`` never comes)."""
+        if event["op"] != START_OPERATION:
+            return
+        args = self.sent.get((event["link"], event["seq"]))
+        if args and isinstance(args[1], dict) and "id" in args[1]:
+            self.late_starts[args[1]["id"]] = (event["link"], event["seq"], event["t"])
+
+    def on_world_closing(self, event: dict[str, Any]) -> None:
+        self.returned_t = event["t"]
+
     def on_start_result(self, event: dict[str, Any]) -> None:
         if "run" in event:
             self.started_t.setdefault(event["run"], event["t"])
@@ -74,12 +103,18 @@ class Conclusions:
             self.started_by[event["run"]] = str(event["by"])
         if "callback" in event:
             self.started_from[event["run"]] = str(event["callback"])
+        if "repeat" in event:
+            self.started_again[event["run"]] = (
+                f"{event['drive']}'s start {event['repeat']}, sent again by its caller "
+                "(a RepeatStart: a second click, or a client that never saw the first answer)"
+            )
 
     def never_driven(self, scope: str, run_id: str) -> bool:
         """Whether no drive was called on the run's scope after the run was started (and none
         claimed it): a run left running so is the scenario's mistake, told with its remedy (the
         spec promises an end only to a run that is driven), never as the spec's violation."""
-        started = self.started_t.get(run_id)
+        late = self.late_starts.get(run_id)
+        started = self.started_t.get(run_id, late[2] if late is not None else None)
         if started is None or self.passes_of.get(run_id):
             return False
         last = self.last_drive_t.get(scope)
@@ -105,6 +140,9 @@ class Conclusions:
                 "ticking run it; if a second child is a bug for your job, check for it",
             )
             return True
+        if late is not None or run_id in self.started_again:
+            self.started_by_the_world(run_id, started, driven, late)
+            return True
         callback = self.started_from.get(run_id)
         who = "your scenario" if callback is None else f"{callback} (its endpoint)"
         self.violation(
@@ -123,6 +161,43 @@ class Conclusions:
             ),
         )
         return True
+
+    def started_by_the_world(
+        self,
+        run_id: str,
+        started: float,
+        driven: str,
+        late: tuple[str, int, float] | None,
+    ) -> None:
+        """A run no drive drove, that the world's wire started (a start delivered late, or sent
+        again): the world's, said with what started it and its remedy, never the spec's."""
+        if late is not None:
+            drive, seq, _ = late
+            nth, gave_up_t, late_ms = self.gave_up.get((drive, seq), (seq, started, 0.0))
+            who = (
+                f"{drive}'s start_or_join call {nth}, which its caller gave up on at "
+                f"{ms(gave_up_t)} ms and the wire delivered {ms(late_ms)} ms late anyway (a "
+                "LateRequest: the at-least-once wire),"
+            )
+        else:
+            who = f"{self.started_again[run_id]},"
+        returned = self.returned_t
+        when = (
+            f"after the scenario returned at {ms(returned)} ms"
+            if returned is not None and started >= returned
+            else "after the drives stopped driving"
+        )
+        self.violation(
+            "run-never-driven",
+            run_id,
+            self.end_t,
+            f"{who} started run {short(run_id)} at {ms(started)} ms, {when}, and {driven}, so "
+            "the run is still running at the end: the world's, not the spec's (and not a bug "
+            "of the job; on a real host the drives that go on ticking run it); to run it here, "
+            "keep its scope driven past the fault (world.every with until_ms past "
+            f"{ms(started)} ms, or world.tick) and settle with a horizon past it "
+            "(world.settle waits for what falls due before its horizon)",
+        )
 
     def begins_without_handler(self, passes: list[Pass]) -> None:
         for p in passes:

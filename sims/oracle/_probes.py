@@ -32,6 +32,8 @@ PROBES: Final[dict[str, str]] = {
     "handler.counts": "a handler counted: the counters merged at commit",
     "cursor.omitted": "a pass omitted its cursor: the committed one was kept",
     "deferral": "the host's system door said 'not now': deferred, nothing charged",
+    "deferral.look-alike": "a handler threw an error in the door's words ('not now') that the "
+    "door did not throw: the pass failed, not deferred (a deferral is decided by identity)",
     "pass.lost-at-boundary": "a stale pass learned at a step boundary that it lost its lease",
     "outcome.refused": "a stale pass's outcome write was refused",
     "request.late": "a request its caller gave up on reached the scope late (at-least-once wire)",

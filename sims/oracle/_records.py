@@ -21,6 +21,20 @@ Report = Callable[[str, str | None, float, str], None]
 Probe = Callable[[str], None]
 
 
+class AnyText:
+    """A prediction of SOME error text, whose words the spec leaves to the kernel: the message of
+    a failure the kernel itself raises (a step never awaited, a cursor that is not queue-safe, a
+    reused step name, a spent step whose ledger kept no error). The spec still determines that the
+    text is there: a failed pass writes its error (docs/protocol.md, "How a pass ends")."""
+
+    def __repr__(self) -> str:
+        return "(any error text)"
+
+
+#: The one ``AnyText``: a predicted ``last_error`` that must be a text, whatever its words.
+ANY_TEXT = AnyText()
+
+
 @attrs.frozen
 class Policy:
     max_attempts: int = RETRY_MAX_ATTEMPTS

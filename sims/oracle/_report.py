@@ -182,8 +182,10 @@ MISTAKES: dict[str, Mistake] = {
     ),
     "run-never-driven": Mistake(
         "your scenario",
-        "your scenario started a run that no drive ever drove, so it could not end",
-        "drive its scope (world.tick, or world.every) and wait for the run with world.settle",
+        "your scenario drove no run after it was started (by the scenario, by a start the wire "
+        "delivered late or sent again, or by a service's callback), so it could not end",
+        "drive its scope (world.tick, or world.every) past the moment the run was started, and "
+        "wait for it with world.settle (the finding says what started it)",
     ),
 }
 

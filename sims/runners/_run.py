@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import random
+import tempfile
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -150,6 +152,44 @@ def _check_version_services(setup: WorldSetup, attribute: object, versions: obje
                 )
 
 
+def _check_on_files(setup: WorldSetup, attribute: object, on_files: object) -> None:
+    if not isinstance(on_files, bool):
+        raise ValueError(
+            f"WorldSetup(on_files={on_files!r}); pass True (the world's scopes are SQLite files "
+            "in a folder of its own, removed after) or False (in memory)"
+        )
+    if on_files and setup.directory is not None:
+        raise ValueError(
+            f"WorldSetup(on_files=True, directory={str(setup.directory)!r}); pass one: "
+            "on_files=True makes (and removes) a folder of the world's own, directory= keeps the "
+            "scopes' files in yours"
+        )
+
+
+#: Set to "1" (``sims run --on-files``, ``sims sweep --on-files``), every world of this process
+#: and of the processes it starts runs on files, as ``WorldSetup(on_files=True)`` says, unless
+#: its setup names a ``directory`` of its own.
+ON_FILES_ENV = "SIMS_ON_FILES"
+
+
+def runs_on_files(setup: WorldSetup) -> bool:
+    """Whether ``run_world`` gives this world a folder of its own (see ``ON_FILES_ENV``)."""
+    return setup.directory is None and (setup.on_files or os.environ.get(ON_FILES_ENV) == "1")
+
+
+@contextlib.contextmanager
+def _world_folder(setup: WorldSetup) -> Iterator[Path | None]:
+    """The folder of the world's scope files: its setup's ``directory``, or, on files, a fresh
+    temporary one removed as the world ends (None: in memory). The folder's path never reaches
+    the trace: the host names a scope's file only in the errors about the file itself (gone,
+    foreign, written behind its open scope), which nothing in a simulated world does."""
+    if not runs_on_files(setup):
+        yield setup.directory
+        return
+    with tempfile.TemporaryDirectory(prefix="sims-world-", ignore_cleanup_errors=True) as folder:
+        yield Path(folder)
+
+
 #: The CPU a world may use by default (docs/simulating-your-jobs.md, "A handler that never
 #: awaits"): far more than any built-in world takes (the largest, well under a second of CPU).
 DEFAULT_CPU_ALLOWANCE_S = 60.0
@@ -167,6 +207,12 @@ class WorldSetup:
     plan: FaultPlan = NO_FAULTS
     trace: bool = True
     directory: Path | None = None
+    #: Run the world on a file-backed host with its output gate on, in a fresh temporary folder
+    #: of its own that is removed when the world ends: each scope is a SQLite file in WAL mode
+    #: holding its identity, watched for writes behind the open scope, synced before a reply
+    #: leaves, and reopened from its file after an eviction. The trace is byte for byte the
+    #: one in memory.
+    on_files: bool = attrs.field(default=False, validator=_check_on_files)
     database: DatabaseFactory = ScopeDatabase
     #: Called with every event as it happens, kept or not (a progress line, a live check).
     listeners: tuple[Callable[[dict[str, Any]], None], ...] = ()
@@ -256,9 +302,10 @@ def run_world(
         ablated(*getattr(setup.database, "ablations", ())),
         _scheduled(setup.plan),
         allowance(setup.cpu_allowance_s),
+        _world_folder(setup) as directory,
     ):
         result: WorldOutcome = trio.run(
-            partial(_main, seed, setup, drive, settles, meta or {}), clock=clock
+            partial(_main, seed, setup, drive, settles, meta or {}, directory), clock=clock
         )
     return result
 
@@ -285,6 +332,7 @@ async def _main(
     drive: Callable[[World], Awaitable[None]],
     settles: bool,
     meta: dict[str, Any],
+    directory: Path | None,
 ) -> WorldOutcome:
     checker = TraceChecker()
     trace = Trace(
@@ -307,7 +355,9 @@ async def _main(
     # the world runs as much longer as that plan's faults can hold it up.
     stretch_ms = setup.plan.hold_up_ms() if meta.get("plan_overridden") else 0.0
     with marks_of(trace):
-        return await _hosted(seed, setup, drive, settles, trace, checker, upstream, stretch_ms)
+        return await _hosted(
+            seed, setup, drive, settles, trace, checker, upstream, stretch_ms, directory
+        )
 
 
 async def _hosted(
@@ -319,9 +369,10 @@ async def _hosted(
     checker: TraceChecker,
     upstream: Upstream,
     stretch_ms: float,
+    directory: Path | None,
 ) -> WorldOutcome:
     async with open_scope_host(
-        setup.directory,
+        directory,
         clock=_store_clock(setup.plan),
         observer=trace.record,
         # The world's own reads (over the host's direct link) are not part of what is simulated;

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -127,6 +128,9 @@ class SweepReport:
     #: Whether the scenario is defined in a user's file: its report then shows the user's marks,
     #: and the spec's probes only on request (see :meth:`lines`).
     user_world: bool = False
+    #: How many seeds were asked for, when the sweep was interrupted (Ctrl-C) before it ran them
+    #: all: the report is then of the seeds done; None when it ran every seed.
+    interrupted_of: int | None = None
 
     @property
     def failing(self) -> tuple[SeedSummary, ...]:
@@ -218,9 +222,14 @@ class SweepReport:
         if unconfirmed:
             apart.append(f"{unconfirmed} not confirmed in a fresh process")
         given = f" under the given plan {self.plan}" if self.plan else ""
+        interrupted = (
+            ""
+            if self.interrupted_of is None
+            else f"interrupted by Ctrl-C after {total} of {plural(self.interrupted_of, 'seed')}; "
+        )
         yield (
             f"sweep {self.scenario}{' with mutant ' + self.mutant if self.mutant else ''}{given}: "
-            f"{plural(total, 'seed')} in {self.seconds:.1f} s ({rate:.1f} seeds/s), "
+            f"{interrupted}{plural(total, 'seed')} in {self.seconds:.1f} s ({rate:.1f} seeds/s), "
             f"{total - len(self.failing)} as documented, {len(self.failing)} not"
             + (f" ({', '.join(apart)})" if apart else "")
         )
@@ -468,11 +477,15 @@ def sweep(
     scheduler: str | None = None,
     progress: Callable[[int, int, int], None] | None = None,
     plan: FaultPlan | None = None,
+    stop: threading.Event | None = None,
 ) -> SweepReport:
     """Run ``scenario`` for every seed: ``jobs`` local processes at a time, or as tasks on the
     Dask distributed cluster whose scheduler is at ``scheduler`` (``tcp://HOST:PORT``). Either way
     the report is the same, timings aside. Given ``plan``, every seed's world runs under it in
-    place of the scenario's own (as ``run --plan`` does), and each printed command says so."""
+    place of the scenario's own (as ``run --plan`` does), and each printed command says so.
+
+    Once ``stop`` is set (the first Ctrl-C, :func:`~sims.cli._interrupt.stop_on_ctrl_c`), no
+    more seeds are taken: the report is of the seeds done, and says it was interrupted."""
     if type(jobs) is not int or jobs < 1:
         raise ValueError(f"jobs={jobs!r}; pass a whole number of processes >= 1")
     if scheduler is not None and jobs != 1:
@@ -505,6 +518,8 @@ def sweep(
             failing += not summary.ok
             if progress is not None:
                 progress(len(results), len(work), failing)
+            if stop is not None and stop.is_set():
+                break
 
     try:
         if scheduler is not None:
@@ -533,6 +548,7 @@ def sweep(
         faults_must_fire=found.faults_must_fire,
         plan=None if plan is None else repr(plan),
         user_world=ref.path is not None,
+        interrupted_of=len(work) if len(results) < len(work) else None,
     )
 
 

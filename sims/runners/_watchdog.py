@@ -352,20 +352,24 @@ def _ended(watch: _Watch, dog: _Watchdog) -> bool:
         return watch.over
 
 
+#: Where a world was stopped when no frame of the user's was running.
+NONE_OF_YOURS = ", while the simulator's own code ran (none of yours was running)"
+
+
 def _overran(watch: _Watch) -> WorldOverran:
+    # Struck while no code of the user's ran (the simulator, Trio, or Python itself, such as the
+    # ``<frozen runpy>`` of ``python -m``): said so, rather than naming a frame that is nobody's.
+    where = watch.where or NONE_OF_YOURS
     if watch.blocked:
-        return WorldBlocked(blocked_words(watch.blocked_after_s, watch.where))
+        return WorldBlocked(blocked_words(watch.blocked_after_s, where))
     if watch.budget:
-        # Struck while no code of the user's ran (the simulator, Trio, or Python itself):
-        # said so, rather than naming a frame that is nobody's line.
-        where = watch.where or ", while the simulator's own code ran (none of yours was running)"
         return BudgetSpent(
             f"the search's time budget ran out while a world ran: it was stopped after "
             f"{watch.allowance_s:.1f} s of CPU{where}"
         )
     return WorldOverran(
         f"the world used more than its {watch.allowance_s:g} s of CPU "
-        f"(WorldSetup(cpu_allowance_s={watch.allowance_s:g})) and was stopped{watch.where}; "
+        f"(WorldSetup(cpu_allowance_s={watch.allowance_s:g})) and was stopped{where}; "
         "virtual time moves only when every task awaits, so a loop that never awaits holds the "
         "world for ever: await inside it (trio.sleep(0) at least), or give a world that is only "
         "slow a larger WorldSetup(cpu_allowance_s=...)"

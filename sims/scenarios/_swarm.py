@@ -53,6 +53,7 @@ import attrs
 import trio
 
 from driver import (
+    SYSTEM_DOOR_WAIT,
     Conflict,
     JobPassResult,
     JobRunFilter,
@@ -123,6 +124,10 @@ class Swarm:
     #: Runs of ``CROWD_JOB`` started on scope-2 before any drive ticks (0: no crowd); with a
     #: crowd the cron is given no limit, so its default budget binds.
     crowd: int = 0
+    #: Once per chore run, its handler throws an error that LOOKS like the door's "not now" (its
+    #: ``reason`` is ``SYSTEM_DOOR_WAIT``) but is the job's own: the pass must fail, never defer
+    #: (the host answers a deferral by the identity of what its door threw, not by its shape).
+    look_alike: bool = False
 
 
 def _policy(rng: random.Random, max_attempts: int) -> RetryPolicy:
@@ -239,7 +244,15 @@ def draw_swarm(rng: random.Random) -> Swarm:
     )
     if swarm.crowd:
         swarm = attrs.evolve(swarm, limits=(None, swarm.limits[1]))
-    return swarm
+    # Drawn after everything else, so every other feature of a seed is what it was.
+    return attrs.evolve(swarm, look_alike=on(0.3))
+
+
+class LookAlike(Exception):
+    """An error a job throws whose ``reason`` is the door's "not now": it looks like a deferral
+    and is not one."""
+
+    reason = SYSTEM_DOOR_WAIT
 
 
 #: The keeper's plan: its first step's result holds a person's data (a classified envelope of
@@ -318,6 +331,7 @@ class SwarmWorld:
         self.thrown: Counter[str] = Counter()
         self.reused: set[str] = set()
         self.bad_cursor: set[str] = set()
+        self.looked_alike: set[str] = set()
         #: The run each pass holds, by scope, followed from the trace (see ``_follow``).
         self.leases: dict[str, dict[str, str]] = {scope: {} for scope in SWARM_SCOPES}
         self.scope_of: dict[str, str] = {}
@@ -334,6 +348,9 @@ class SwarmWorld:
         run_id = ctx.run.id
         done = int(ctx.counters.get("passes", 0))
         await ctx.scope()  # the door: where a held door defers the pass
+        if self.swarm.look_alike and run_id not in self.looked_alike:
+            self.looked_alike.add(run_id)
+            raise LookAlike(f"chore {plan['index']} says 'not now' in the door's words")
         for step in plan["steps"]:
             retry = RetryPolicy(**step["retry"]) if step["retry"] is not None else None
             spent = self.failures[(run_id, step["name"])]

@@ -28,9 +28,10 @@ AWAIT = (
     "your handler created a step and never awaited it, so its body never ran and the pass failed"
 )
 DRIVE = (
-    "your scenario started a run that no drive ever drove, so it could not end (1 × "
-    "run-never-driven): drive its scope (world.tick, or world.every) and wait for the run with "
-    "world.settle; the spec held"
+    "your scenario drove no run after it was started (by the scenario, by a start the wire "
+    "delivered late or sent again, or by a service's callback), so it could not end (1 × "
+    "run-never-driven): drive its scope (world.tick, or world.every) past the moment the run was "
+    "started, and wait for it with world.settle (the finding says what started it); the spec held"
 )
 
 
@@ -169,9 +170,11 @@ def test_a_sweep_says_what_held_only_in_the_seeds_that_did_not_raise() -> None:
 def test_a_sweep_tells_the_users_mistakes_apart_from_the_spec() -> None:
     report = sweep(f"{MISTAKEN}:undriven", range(3))
     assert report.verdict() == (
-        "your scenario started a run that no drive ever drove, so it could not end in 3 of 3 "
-        "seeds: drive its scope (world.tick, or world.every) and wait for the run with "
-        "world.settle; the spec held"
+        "your scenario drove no run after it was started (by the scenario, by a start the wire "
+        "delivered late or sent again, or by a service's callback), so it could not end in 3 of 3 "
+        "seeds: drive its scope (world.tick, or world.every) past the moment the run was "
+        "started, and wait for it with world.settle (the finding says what started it); the "
+        "spec held"
     )
     assert "  violations: 3 × run-never-driven (your scenario's mistake) in 3 seeds" in list(
         report.lines()
