@@ -11,9 +11,11 @@ from typing import Any
 from driver import iso_from_ms
 
 from .._numbers import ms
-from ..faults._plan import START_OPERATION
 from ._passes import Pass, Run, end_of
 from ._report import Finding, short
+
+#: The store call a start is, as the trace names it (the oracle reads the trace, not the plan).
+_START = "start_or_join"
 
 
 class Conclusions:
@@ -76,13 +78,13 @@ class Conclusions:
                     )
 
     def on_fault_late(self, event: dict[str, Any]) -> None:
-        if event["op"] == START_OPERATION:
+        if event["op"] == _START:
             self.gave_up[(event["drive"], event["seq"])] = (event["nth"], event["t"], event["ms"])
 
     def on_rpc_late(self, event: dict[str, Any]) -> None:
         """A start its caller gave up on reaches its scope: the run it inserts (its candidate's
         id) was started now, though no one hears of it (``start.result`` never comes)."""
-        if event["op"] != START_OPERATION:
+        if event["op"] != _START:
             return
         args = self.sent.get((event["link"], event["seq"]))
         if args and isinstance(args[1], dict) and "id" in args[1]:
