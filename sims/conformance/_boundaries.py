@@ -73,6 +73,8 @@ RULES: Final = {
     "erase-running": "erasure of a subject whose running run holds no lease: settled failed",
     "erase-again": "a second erasure of the same subject: nothing touched, 0",
     "copy-conflict": "a copy into a scope that already holds one of its ids: conflict",
+    "erase-inside-list": "erasure of a subject only inside a JSON array: that value shredded",
+    "list-id-not-start": "a list where a newer id started earlier: newest id first, not by start",
 }
 
 _SHORT_LEASES: Final = (1_002, 1_003, 1_000, 1_001, 100)
@@ -488,14 +490,20 @@ def unbegun_takeover(draw: Choices, view: View) -> Iterator[Step]:
 
 def odd_lists(draw: Choices, view: View) -> Iterator[Step]:
     """Operator lists with odd limits (booleans, below one, fractions, past the maximum) over at
-    least four rows, so each limit's clamp shows in how many come back; then two filtered ones
-    (by module and status, and by instance)."""
+    least four rows and one whose id is the newest but whose start is the earliest (so the order by
+    id is not the order by start), so each limit's clamp shows in how many come back, and in which
+    order; then two filtered ones (by module and status, and by instance)."""
     while len(view.runs()) < 4:
         yield from _new_run(view, **_subject(draw))
         view.now_ms += draw.pick((0, 1))
+    # A newer id that started earlier than every run before it (as a row copied in from an older
+    # store would): ordering by id and ordering by started_at part ways.
+    earliest = min(parse_iso_ms(run["started_at"]) for run in view.runs())
+    yield from _new_run(view, started_at=_iso(earliest - draw.pick((1_000, 1, 60_000))))
     first = draw.number(0, len(_ODD_LIMITS) - 1)
     for rule, limit in (_ODD_LIMITS[first:] + _ODD_LIMITS[:first])[: draw.pick((3, 4, 2))]:
         view.exercised[rule] += 1
+        view.exercised["list-id-not-start"] += 1
         yield _step("list", _iso(view.now_ms), {"filter": {"limit": limit}})
     run = draw.pick(view.runs())
     view.exercised["list-filtered"] += 1
@@ -539,8 +547,16 @@ def _holder_of(draw: Choices, view: View, how: str) -> Made:
     """A run that holds s1 in one way (``how``), built by a start and a pass or two."""
     declared = "s1" if how in ("declared-steps", "finished", "done", "running") else None
     payload = _ENVELOPE if how == "payload" else draw.pick(("{}", '{"source":"crm"}'))
+    where = draw.pick(("payload", "cursor", "step")) if how == "list" else None
+    if where == "payload":
+        payload = '{"to":["x",' + _ENVELOPE + "]}"
     id = yield from _new_run(view, subject_id=declared, payload=payload)
     owner = yield from _begun(view, id)
+    if where == "cursor":
+        yield _commit(view, id, owner, cursor='{"seen":[' + _ENVELOPE + "]}")
+        owner = yield from _begun(view, id)
+    elif where == "step":
+        yield _record(view, id, owner, "fetch", "[1," + _ENVELOPE + "]", None)
     if how == "cursor":
         yield _commit(view, id, owner, cursor='{"page":2,"who":' + _ENVELOPE + "}")
         owner = yield from _begun(view, id)
@@ -557,8 +573,10 @@ def _holder_of(draw: Choices, view: View, how: str) -> Made:
     return id
 
 
-#: The holders whose status the erasure decides: one of each final status, and a running run.
-_SETTLED: Final = ("finished", "done", "running")
+#: The holders every erasure makes: one of each final status, a running run (their status is what
+#: the erasure decides), and one holding s1 only inside a JSON array (in its payload, its cursor
+#: or a step result: an erasure that walks objects but not arrays misses it).
+_SETTLED: Final = ("finished", "done", "running", "list")
 
 _ERASURE_RULES: Final = {
     "cursor": "erase-cursor-only",
@@ -568,15 +586,17 @@ _ERASURE_RULES: Final = {
     "finished": "erase-finished",
     "done": "erase-done",
     "running": "erase-running",
+    "list": "erase-inside-list",
 }
 
 
 def erasures(draw: Choices, view: View) -> Iterator[Step]:
     """Runs holding s1 each in one way (only in the cursor, only in the payload, declared with
     step rows that carry errors, only in a step result, declared and failed, declared and done,
-    declared and running with no lease), beside one that names s1 with a ``piiClass`` of none;
-    then s1 erased, and erased again (which touches nothing). The final statuses and the running
-    run come first in the turn, so every erasure settles one of each."""
+    declared and running with no lease, only inside a JSON array), beside one that names s1 with
+    a ``piiClass`` of none; then s1 erased, and erased again (which touches nothing). The final
+    statuses, the running run and the array come first in the turn, so every erasure settles one
+    of each and walks into an array."""
     kinds = list(_ERASURE_RULES)
     first = draw.number(0, len(kinds) - 1)
     turn = kinds[first:] + kinds[:first]
