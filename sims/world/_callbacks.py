@@ -34,6 +34,7 @@ import trio
 
 from ..faults._plan import DelayCallback, DropCallback, Fault, RepeatCallback
 from ._fence import living_as, only_kills
+from ._outstanding import Outstanding
 
 if TYPE_CHECKING:
     from driver import JobDriver
@@ -66,8 +67,7 @@ class Callbacks:
         self.endpoints: dict[str, Endpoint] = {}
         self._sent: Counter[str] = Counter()
         #: Deliveries still on the wire, or their endpoint still running: the end waits for them.
-        self.in_flight = 0
-        self._idle: trio.Event | None = None
+        self.in_flight = Outstanding()
         self._faults: dict[tuple[str, int], list[Fault]] = {}
         for fault in self.world.plan.faults:
             if isinstance(fault, DropCallback | DelayCallback | RepeatCallback):
@@ -110,15 +110,13 @@ class Callbacks:
         self._start(self._deliveries, service, fields, sent, faults)
 
     def _start(self, task: Callable[..., Awaitable[None]], *args: Any) -> None:
-        self.in_flight += 1
+        self.in_flight.begin()
 
         async def counted() -> None:
             try:
                 await task(*args)
             finally:
-                self.in_flight -= 1
-                if self._idle is not None and self.in_flight == 0:
-                    self._idle.set()
+                self.in_flight.end()
                 self.world.quiet_check()
 
         self.world.nursery.start_soon(counted)
@@ -217,10 +215,3 @@ class Callbacks:
             return False
         trace.record("svc.callback.ran", fields)
         return True
-
-    async def finish(self) -> None:
-        """Wait for every delivery on the wire."""
-        while self.in_flight:
-            self._idle = trio.Event()
-            await self._idle.wait()
-        self._idle = None

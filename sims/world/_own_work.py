@@ -4,15 +4,15 @@ An operation schedules it with :func:`sims.later` (:mod:`._provider`). Each piec
 it is scheduled (``svc.later``) and when it runs (``svc.own``, with ``effect`` as a call's), in a
 task of the world's own. An outage holds it (``svc.own.held``) until the service is up again, as
 a provider's own jobs wait out its downtime. The world's end waits for every piece, however far
-off (:meth:`OwnWork.finish`; the virtual clock jumps), so that a check sees what the service did.
+off (``Services.finish`` waits for ``OwnWork.pending``; the virtual clock jumps), so that a check
+sees what the service did.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import trio
-
+from ._outstanding import Outstanding
 from ._provider import OwnWork as Work
 
 if TYPE_CHECKING:
@@ -30,10 +30,9 @@ class OwnWork:
         self.services = services
         self.scheduled = 0
         #: Pieces scheduled and not yet run: the world's end waits for them.
-        self.pending = 0
+        self.pending = Outstanding()
         #: When each piece not yet run falls due, by its number.
         self._due: dict[int, float] = {}
-        self._idle: trio.Event | None = None
 
     def due_before(self, at_ms: float) -> bool:
         """Whether a piece not yet run falls due before ``at_ms``."""
@@ -56,7 +55,7 @@ class OwnWork:
             "svc.later",
             {"service": service, "work": name, "n": number, "due_ms": due_ms, "by": by},
         )
-        self.pending += 1
+        self.pending.begin()
         self._due[number] = due_ms
         world.nursery.start_soon(self._run, service, number, name, work, due_ms)
 
@@ -74,16 +73,7 @@ class OwnWork:
             self.services.run_own(service, number, name, work)
         finally:
             self._due.pop(number, None)
-            self.pending -= 1
-            if self._idle is not None and self.pending == 0:
-                self._idle.set()
-
-    async def finish(self) -> None:
-        """Wait for every piece of work scheduled (and every piece it schedules)."""
-        while self.pending:
-            self._idle = trio.Event()
-            await self._idle.wait()
-        self._idle = None
+            self.pending.end()
 
 
 def own_fields(service: str, number: int, name: str) -> dict[str, Any]:

@@ -413,8 +413,8 @@ class Services:
     async def finish(self) -> None:
         """Let the services' own work and their callbacks run to their end, however far off."""
         while self.own_work.pending or self.callbacks.in_flight:
-            await self.own_work.finish()
-            await self.callbacks.finish()
+            await self.own_work.pending.wait()
+            await self.callbacks.in_flight.wait()
 
     def due_before(self, at_ms: float) -> bool:
         """Whether the services will still act before ``at_ms``: a callback on the wire, or
