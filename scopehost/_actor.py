@@ -232,7 +232,7 @@ class ScopeActor:
                 if self._file_path is not None:
                     self._watch = FileWatch(self._file_path, near)
                 if self._gate is not None and self._file_path is not None:
-                    self._files = ScopeFiles(self._file_path)
+                    self._files = ScopeFiles(self._file_path, self._gate.sync)
             except Exception as error:
                 # Answer every waiting call with the reason instead of taking the host down.
                 failure = error

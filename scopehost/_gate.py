@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -58,6 +58,14 @@ if TYPE_CHECKING:
 
 #: How many scope files one batch syncs at once.
 SYNC_THREADS = 16
+
+
+class Syncer(Protocol):
+    """How a file (or directory) is made durable: the disk's one promise the gate relies on.
+    ``sync_path`` unless a simulation swaps the disk (``OutputGate.sync``) to learn what a power
+    loss would keep."""
+
+    def __call__(self, path: str, *, missing_ok: bool = False) -> None: ...
 
 
 def sync_path(path: str, *, missing_ok: bool = False) -> None:
@@ -88,10 +96,12 @@ class ScopeFiles:
         "held",
         "log",
         "synced",
+        "syncer",
     )
 
-    def __init__(self, database: str) -> None:
+    def __init__(self, database: str, syncer: Syncer = sync_path) -> None:
         self.database = database
+        self.syncer = syncer
         #: The error of a sync of these files that failed: the scope acknowledges nothing more.
         self.failed: OSError | None = None
         self.log = database + "-wal"
@@ -118,10 +128,10 @@ class ScopeFiles:
 
     def sync(self) -> None:
         """Make every commit so far durable (blocking: a worker thread's work, or inline)."""
-        sync_path(self.log, missing_ok=True)
+        self.syncer(self.log, missing_ok=True)
         if self._first:
             # The file and its log may be new: their names must survive a power loss too.
-            sync_path(self.directory)
+            self.syncer(self.directory)
             self._first = False
 
 
@@ -140,6 +150,9 @@ class OutputGate:
 
     def __init__(self, *, threaded: bool) -> None:
         self.threaded = threaded
+        #: How the scope files opened from now on are synced: the disk. A simulation swaps it
+        #: for one that also notes what each sync made durable, to cut the power at will.
+        self.sync: Syncer = sync_path
         #: The batch a worker thread is syncing right now, and the one that fills meanwhile.
         self._syncing: _Batch | None = None
         self._next = _Batch()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,30 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+#: What a hidden folder's path reads as in a trace.
+HIDDEN_FOLDER = "<the world's folder>"
+#: How the name of a world's own temporary folder begins (``WorldSetup(on_files=True)``).
+WORLD_FOLDER_PREFIX = "sims-world-"
+_WORLD_FOLDER = re.compile(r"[^\s'\"]*" + WORLD_FOLDER_PREFIX + r"[A-Za-z0-9_]+")
+
+
+def hide_world_folders(text: str) -> str:
+    """``text`` with the path of any world's own temporary folder written as ``HIDDEN_FOLDER``:
+    an error a world raised names it, and each process draws it anew."""
+    return _WORLD_FOLDER.sub(HIDDEN_FOLDER, text)
+
+
+def _hide(value: Any, folder: str) -> Any:
+    """``value`` with ``folder`` written as ``HIDDEN_FOLDER`` in every string it holds."""
+    if isinstance(value, str):
+        return value.replace(folder, HIDDEN_FOLDER) if folder in value else value
+    if isinstance(value, dict):
+        return {key: _hide(item, folder) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_hide(item, folder) for item in value]
+    return value
+
+
 def _line(event: dict[str, Any]) -> str:
     return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -134,6 +159,10 @@ class Trace:
     #: Reads virtual time in seconds. A world passes its clock's own ``current_time``: the public
     #: ``trio.current_time()`` costs a microsecond a read, and every event reads it.
     now: Callable[[], float] = attrs.field(default=trio.current_time, repr=False)
+    #: A folder whose path must not reach the trace (a world's own temporary folder: an error
+    #: about a scope's file names it), written as ``HIDDEN_FOLDER`` instead, so the trace stays
+    #: a function of the seed.
+    hidden: str | None = None
 
     #: The last time read and its milliseconds as written: several events share each instant,
     #: and rounding a float to three places costs about as much as the rest of recording one.
@@ -148,6 +177,8 @@ class Trace:
             self._last_now = now
             self._last_t = round(now * 1000.0, 3)
         entry = {"t": self._last_t, "ev": event, **fields}
+        if self.hidden is not None:
+            entry = _hide(entry, self.hidden)
         if self.enabled:
             self.events.append(entry)
         for listener in self.listeners:

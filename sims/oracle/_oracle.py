@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._erasure import REFUSED, carries, tombstone_of
+from ._files import FileRules
 from ._kernel import KernelModel
 from ._model import ScopeModel, predict
 from ._probes import PROBES
@@ -80,6 +81,7 @@ class Oracle:
         self.scopes: dict[str, ScopeModel] = {}
         self.sent: dict[tuple[str, int], list[Any]] = {}
         self.kernel = KernelModel(report, self.probe)
+        self.files = FileRules(report, self.probe)
         self.calls: dict[tuple[str, int], PassModel] = {}
         self.enabled = False
 
@@ -314,11 +316,13 @@ class Oracle:
                     if mine is None
                     else _diff(mine, theirs)
                 )
+                rule, after = self.files.checkpoint_rule(e["scope"], "store-rows")
                 self._report(
-                    "store-rows",
+                    rule,
                     run_id,
                     e["t"],
-                    f"the run row on {e['scope']} is not what the spec's operations leave: {what}",
+                    f"{after}the run row on {e['scope']} is not what the spec's operations "
+                    f"leave: {what}",
                 )
         for key in sorted(set(model.steps) | set(actual_steps)):
             mine, theirs = model.steps.get(key), actual_steps.get(key)
@@ -331,12 +335,9 @@ class Oracle:
                     if mine is None
                     else _diff(mine, theirs)
                 )
-                self._report(
-                    "store-steps",
-                    key[0],
-                    e["t"],
-                    f"step {key[1]!r} on {e['scope']} {what}",
-                )
+                rule, after = self.files.checkpoint_rule(e["scope"], "store-steps")
+                self._report(rule, key[0], e["t"], f"{after}step {key[1]!r} on {e['scope']} {what}")
+        self.files.checkpointed(e["scope"])
         model.runs = {k: dict(v) for k, v in actual_runs.items()}
         model.steps = {k: dict(v) for k, v in actual_steps.items()}
         for run_id, row in actual_runs.items():
@@ -371,4 +372,7 @@ _EVENTS: dict[str, Callable[[Oracle, Row], None]] = {
     "hx.end": _k("on_hx_end"),
     "pass.outcome": _k("on_pass_outcome"),
     "world.sync": Oracle.on_world_sync,
+    "file.outside": lambda oracle, e: oracle.files.on_outside(e),
+    "file.copied": lambda oracle, e: oracle.files.on_copied(e),
+    "file.power": lambda oracle, e: oracle.files.on_power(e),
 }

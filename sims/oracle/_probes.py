@@ -46,6 +46,7 @@ PROBES: Final[dict[str, str]] = {
     "join.live": "a start joined the live run for its key",
     "join.other-subject": "a start under another subject met a live run (refused)",
     "join.no-subject": "a start under no subject met a live run that has one (refused)",
+    "join.subject-over-none": "a start under a subject met a live run that has none (refused)",
     "payload.refused": "a start's payload was not queue-safe (refused before any row)",
     "payload.refused-float": "a start's payload was a float JSON cannot carry (NaN, infinity)",
     "payload.refused-tuple": "a start's payload was a tuple (it would come back a list)",
@@ -64,6 +65,10 @@ PROBES: Final[dict[str, str]] = {
     "due.same-ms": "a due read at exactly a run's next_attempt_at (due: the test is <=)",
     "step.memo-returned": "step() handed the handler a memo's value, as the trace records it",
     "erasure.step-result": "an erasure reached a run only through a step result's envelope",
+    "file.power": "the power went under a scope on files: what its replies promised was kept",
+    "file.outside": "SQLite from outside (a reader, a writer, a checkpoint) or a chmod or touch "
+    "met an open scope's file: it went on serving",
+    "file.foreign": "another scope's file was put at a scope's path (refused)",
 }
 
 

@@ -108,6 +108,10 @@ SPEC_CHECKS: tuple[str, ...] = (
             "steps",
         )
     ),
+    # The file layer's, in a world on files (``_files``).
+    "durable-writes",
+    "file-outside",
+    "file-identity",
     "fresh-owner",
     "drive-selection",
     "drive-passes",

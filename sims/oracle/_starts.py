@@ -98,6 +98,9 @@ class StartRules(KernelRecords):
             if start["subject"] is None:
                 # No subject is not a wildcard: it differs from the live run's as any other does.
                 self.probe("join.no-subject")
+            elif reply["subject_id"] is None:
+                # Nor is a live run's missing subject: a start under one is refused too.
+                self.probe("join.subject-over-none")
             if e.get("error") != "Conflict":
                 self.report(
                     "join-subject",

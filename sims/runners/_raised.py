@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import attrs
 
+from .._trace import hide_world_folders
 from ..scenarios._registry import display_path
 from ._simulate import WorldError
 
@@ -53,7 +54,7 @@ def _message(error: BaseException) -> str:
         named = "; ".join(f"{type(leaf).__name__}: {_str(leaf)}" for leaf in leaves[:_LEAVES_NAMED])
         more = len(leaves) - _LEAVES_NAMED
         text += f": {named}" + (f"; and {more} more" if more > 0 else "")
-    return text
+    return hide_world_folders(text)
 
 
 def _str(error: BaseException) -> str:

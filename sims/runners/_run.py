@@ -33,7 +33,7 @@ from scopehost import (
 )
 
 from .._seeds import require_seed
-from .._trace import TRACE_FORMAT, Trace
+from .._trace import TRACE_FORMAT, WORLD_FOLDER_PREFIX, Trace
 from ..faults._check import check_plan
 from ..faults._plan import (
     NO_FAULTS,
@@ -186,7 +186,9 @@ def _world_folder(setup: WorldSetup) -> Iterator[Path | None]:
     if not runs_on_files(setup):
         yield setup.directory
         return
-    with tempfile.TemporaryDirectory(prefix="sims-world-", ignore_cleanup_errors=True) as folder:
+    with tempfile.TemporaryDirectory(
+        prefix=WORLD_FOLDER_PREFIX, ignore_cleanup_errors=True
+    ) as folder:
         yield Path(folder)
 
 
@@ -384,6 +386,9 @@ async def _hosted(
         # The world is the whole run and nothing in it waits for all tasks to block.
         jump_clock=True,
     ) as host:
+        if runs_on_files(setup):
+            # Its temporary folder's name is drawn anew by each process.
+            trace.hidden = str(host.directory)
         async with trio.open_nursery() as nursery:
             world = World(
                 seed=seed,

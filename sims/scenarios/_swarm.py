@@ -16,7 +16,8 @@ spec's edges:
   per run in one call; a deploy registers the job at the end;
 * the system door held for a while (deferral: nothing charged);
 * starts: a join of a live key, a second start of a key under another subject and one under no
-  subject (both refused: the live run has one), a payload that is not queue-safe (refused before
+  subject (both refused: the live run has one), one under a subject of a key whose live run has
+  none (refused too), a payload that is not queue-safe (refused before
   any row), one instance name live in several scopes, and a key started again once its run has
   ended (a new run, not a join);
 * a crowd: more runnable runs on one scope than a drive takes by default (50), with the cron given
@@ -34,6 +35,9 @@ spec's edges:
   only through its step result;
 * registrations of a job with a lease below the minimum (refused) and then near it (accepted),
   and a run of that job under its short lease;
+* in a world on files (one seed in ten): a power loss under the driven scopes once they are quiet,
+  outside SQLite readers and writers of their files, a checkpoint from a shell, a ``chmod`` and a
+  ``touch``, and one scope's file copied over the other's (refused);
 * spec-edge faults added to the drawn plan: a BEGIN request held past the lease (refused), a BEGIN
   reply held past the margin (the documented double run), a pause past the lease before a step,
   inside one or before the outcome, abandoned requests delivered late.
@@ -66,6 +70,7 @@ from scopehost import DEFAULT_EPOCH_MS
 
 from ..faults._plan import DelayLeg, Fault, LateRequest, PauseDrive
 from ..oracle._spec import LEASE_ENTRY_MARGIN
+from ..world._files import OUTSIDE_ACTS, WorldFiles
 from ..world._world import WALK_MODULE, DriveSpec, World
 
 #: The scopes of the swarm: two driven by the cron and the alarm, one by the slow drive alone.
@@ -495,6 +500,8 @@ class SwarmWorld:
             await self.start("alarm", "scope-1", "walk", "a", walk, SUBJECTS[0])  # joins
             await self.start("alarm", "scope-1", "walk", "a", walk, "subject-9")  # refused
             await self.start("alarm", "scope-1", "walk", "a", walk, None)  # refused: it has one
+            # Refused too: walk b's live run has no subject, and no subject is not a wildcard.
+            await self.start("cron", "scope-1", "walk", "b", {**walk, "chunk": 2}, SUBJECTS[1])
             await self.start("cron", "scope-2", "walk", "d", {"objects": math.nan}, None)
         for index, kind in enumerate(swarm.unsafe_payloads):
             payload = UNSAFE_PAYLOADS[kind]
@@ -520,6 +527,8 @@ class SwarmWorld:
             await self.start("slow", "scope-3", "walk", "far", {"objects": 2, "chunk": 2}, None)
             self._tick("slow", "scope-3", every_ms=20_000, first_ms=0, limit=None, stop=slow)
         await self._drive_until_quiet(rng, except_job=ORPHAN_JOB if swarm.orphans else None)
+        if world.files is not None:
+            await self._touch_files(world.files)
         if swarm.orphans:
             world.note(f"a deploy registers job {ORPHAN_JOB} on the cron")
             world.drives["cron"].driver.register_job(
@@ -539,6 +548,23 @@ class SwarmWorld:
             await self._erase_at(world.now_ms(), SUBJECTS[1])
         if swarm.reads:
             await self._read_at(world.now_ms())
+
+    async def _touch_files(self, files: WorldFiles) -> None:
+        """In a world on files, once the cron and the alarm are quiet: the power goes under the
+        driven scopes, operators read, write and checkpoint their files through SQLite and change
+        their metadata, and one scope's file is copied over the other's (``sims.world._files``).
+        Drawn from a stream of its own, so every other draw of the seed is what it was."""
+        rng = self.world.rng("files")
+        scopes = tuple(scope for scope in SWARM_SCOPES[:2] if files.has_file(scope))
+        if rng.random() < 0.8:
+            await files.lose_power(scopes)
+        acts = [(scope, act) for scope in scopes for act in OUTSIDE_ACTS if rng.random() < 0.4]
+        rng.shuffle(acts)
+        for scope, act in acts:
+            await files.outside(scope, act)
+        if len(scopes) == 2 and rng.random() < 0.7:
+            target = rng.choice(scopes)
+            await files.copy_in(target, source=scopes[1 - scopes.index(target)])
 
     async def _drive_until_quiet(self, rng: random.Random, *, except_job: str | None) -> None:
         """The cron (every 1 s) and the alarm (every 0.7 s; each less often while idle) tick both

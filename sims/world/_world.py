@@ -76,6 +76,7 @@ from ..faults._plan import (
 )
 from ._callbacks import EndpointFn
 from ._fence import DriveKilled, FencedLink, Incarnation, living_as, only_kills
+from ._files import SimulatedDisk, WorldFiles
 from ._incident import latest_ms, moved
 from ._recording import WorldJobDriver
 from ._services import Service, Services
@@ -530,6 +531,13 @@ class World:
         self.starts_repeated: list[int] = []
         trace.listeners.append(self._landed)
         self._quiet: trio.Event | None = None
+        #: What operators and the power can do to the scopes' files: a world on files only
+        #: (``WorldSetup(on_files=True)``); None in memory, where there is no file.
+        self.files: WorldFiles | None = None
+        if host.directory is not None and host.gate is not None:
+            disk = SimulatedDisk()
+            host.gate.sync = disk
+            self.files = WorldFiles(self, host, disk)
 
     def rng(self, stream: str) -> random.Random:
         """The named random stream of this world (independent of every other stream)."""

@@ -44,6 +44,44 @@ def test_a_start_the_wire_delivers_after_the_scenario_returned_is_the_worlds() -
     assert "world.every with until_ms past 5002 ms" in found.text
 
 
+REPEATED = """\
+from sims import DriveSpec, FaultPlan, JobPassContext, JobPassResult, RepeatStart, World
+from sims import WorldSetup, scenario
+
+# The scenario's own plan (a plan given in its place would stretch its ticks past the repeat).
+PLAN = FaultPlan((RepeatStart(drive="cron", nth=1, after_ms=3000.0),))
+
+
+async def done(ctx: JobPassContext) -> JobPassResult:
+    return JobPassResult(done=True)
+
+
+@scenario("repeated", setup=WorldSetup(plan=PLAN))
+async def repeated(world: World) -> None:
+    world.add_drive(DriveSpec(name="cron"))
+    world.add_job("m", "j", done)
+    await world.start("cron", "scope-1", "m", "j")
+    world.every("cron", "scope-1", every_ms=100, first_ms=0, until_ms=1_000)
+    await world.settle(("scope-1",), horizon_ms=1_000, poll_ms=100)
+    await world.sleep_until_ms(5_000)  # the drives stopped; the client clicks again meanwhile
+"""
+
+
+def test_a_start_sent_again_after_the_drives_stopped_is_the_worlds(tmp_path: Path) -> None:
+    (tmp_path / "repeated.py").write_text(REPEATED)
+    report = simulate(f"{tmp_path / 'repeated.py'}:repeated", 1).report
+    assert report.spec_violations == ()
+    assert "the spec was violated" not in report.verdict()
+    (found,) = report.violations
+    assert found.check == "run-never-driven"
+    assert found.text.startswith(
+        "cron's start 1, sent again by its caller (a RepeatStart: a second click, or a client "
+        "that never saw the first answer), started run "
+    ), found.text
+    assert " at 3003 ms, after the drives stopped driving, and no drive was called " in found.text
+    assert "the world's, not the spec's" in found.text
+
+
 # -- (b) a stop names the user's frame, or says none of the user's code ran ------------------------
 
 

@@ -22,9 +22,10 @@ from sims.runners._run import ON_FILES_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Worlds of several kinds: a late BEGIN, a lease that expires between steps, swarm worlds (the
-#: first with evictions, the second the largest of the checked seeds).
-WORLDS = [("late-begin", 1), ("lease-expiry-between-steps", 5), ("random", 17), ("random", 31)]
+#: Worlds of several kinds: a late BEGIN, a lease that expires between steps, a swarm world that
+#: draws files itself (with evictions). A swarm world put on files by the flag does more than in
+#: memory: its operators and the power touch its files (see the test after this one).
+WORLDS = [("late-begin", 1), ("lease-expiry-between-steps", 5), ("random", 17)]
 
 
 class _Opened:
@@ -71,6 +72,20 @@ def test_a_world_on_files_gives_the_verdict_and_trace_it_gives_in_memory(
     assert on_files.outcome.trace.to_bytes() == in_memory.outcome.trace.to_bytes()
     assert on_files.outcome.runs == in_memory.outcome.runs
     assert on_files.outcome.effects == in_memory.outcome.effects
+
+
+def test_a_swarm_world_on_files_also_touches_its_files_and_holds(
+    own_temp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    in_memory = simulate("random", 31)
+    monkeypatch.setenv(ON_FILES_ENV, "1")
+    on_files = simulate("random", 31)
+    assert in_memory.ok, in_memory.report
+    assert on_files.ok, on_files.report
+    touched = {event["ev"] for event in on_files.outcome.trace.events if event["ev"][:5] == "file."}
+    assert touched == {"file.power", "file.outside", "file.copied"}
+    assert not any(event["ev"][:5] == "file." for event in in_memory.outcome.trace.events)
+    assert os.listdir(own_temp) == []
 
 
 def test_an_evicted_scope_on_files_reopens_from_its_file(own_temp: Path) -> None:
@@ -161,7 +176,9 @@ def test_a_world_on_files_writes_the_same_bytes_in_two_processes(tmp_path: Path,
     first = _cli_trace(tmp_path, seed, "1", "--on-files")
     second = _cli_trace(tmp_path, seed, "4242", "--on-files")
     assert first == second
-    assert first == simulate("random", seed).outcome.trace.to_bytes()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(ON_FILES_ENV, "1")
+        assert first == simulate("random", seed).outcome.trace.to_bytes()
     assert b"sims-world-" not in first
     assert tempfile.gettempdir().encode() not in first
 
