@@ -75,6 +75,12 @@ RULES: Final = {
     "copy-conflict": "a copy into a scope that already holds one of its ids: conflict",
     "erase-inside-list": "erasure of a subject only inside a JSON array: that value shredded",
     "list-id-not-start": "a list where a newer id started earlier: newest id first, not by start",
+    "restore-earlier-dump": "a restore of an earlier export over rows since: the dump's rows only",
+    "copy-beside-held": "a copy into a scope holding runs and steps of its own: added beside them",
+    "import-wrong-source": "an import naming a source the dump did not come from: refused",
+    "patch-null-owner": "a patch or commit with a null owner: applies to an unleased run only",
+    "step-result-json-null": "a step recorded with the JSON text null: kept as text, completed",
+    "miss-largest-backoff": "the ninth miss: the largest backoff, 256 s (the tenth fails the run)",
 }
 
 _SHORT_LEASES: Final = (1_002, 1_003, 1_000, 1_001, 100)
@@ -298,7 +304,10 @@ def misses_to_the_tenth(draw: Choices, view: View) -> Iterator[Step]:
             if begin is not None:
                 yield begin
         now = _iso(view.now_ms)
-        if n == 10:
+        if n == 9:
+            # 2^8 s: the doubling's largest, since the tenth fails the run before the 300 s cap.
+            view.exercised["miss-largest-backoff"] += 1
+        elif n == 10:
             view.exercised["miss-to-tenth"] += 1
         elif n > 10:
             view.exercised["miss-past-tenth"] += 1
@@ -414,7 +423,7 @@ _ODD_LIMITS: Final = (
 )
 
 
-def _commit(view: View, id: str, owner: str, op: str = "commit_pass", **more: Any) -> Step:
+def _commit(view: View, id: str, owner: str | None, op: str = "commit_pass", **more: Any) -> Step:
     """The holder's outcome at the current time: running and due at once unless ``more`` says
     otherwise."""
     now = _iso(view.now_ms)
@@ -642,17 +651,87 @@ def full_imports(draw: Choices, view: View) -> Iterator[Step]:
     yield _record(view, other, holder, "fetch", None, "upstream 503")
     if draw.coin():
         yield _commit(view, other, holder, op="patch", status="done", cursor='"end"')
+    # Scope b's own run and step row, which the copy must leave beside what it adds.
+    yield from _own_run_in_b(view)
     now = _iso(view.now_ms)
     restore = _step("import_dump", now, {"dump_of": "a", "source": "a"})
     copy = _step("import_dump", now, {"dump_of": "a", "source": "a"}, scope="b")
     view.exercised["restore-every-column"] += 1
     view.exercised["copy-every-column"] += 1
+    if _beside(view):
+        view.exercised["copy-beside-held"] += 1
     yield from (restore, copy) if draw.coin() else (copy, restore)
     # The copy again: scope b now holds every id of the dump, so it is a conflict.
     view.exercised["copy-conflict"] += 1
     yield _step("import_dump", now, {"dump_of": "a", "source": "a"}, scope="b")
     if draw.coin():
         yield _step("import_dump", now, {"dump_of": "b", "source": "b"}, scope="b")
+    # A dump named for a scope it was not exported from: refused, whichever scope it goes to.
+    view.exercised["import-wrong-source"] += 1
+    yield _step("import_dump", now, {"dump_of": "a", "source": "b"}, scope=draw.pick(("b", "a")))
+
+
+def _own_run_in_b(view: View) -> Iterator[Step]:
+    """A run started in scope b and begun, with a step recorded: rows of b's own."""
+    start = _start(view, ("m1", "walk", f"k{view.runs_minted + 1:02d}"))
+    id = start["args"]["row"]["id"]
+    owner = view.mint_owner(60_000)
+    now = _iso(view.now_ms)
+    for step in (
+        start,
+        _step("claim", now, {"id": id, "owner": owner, "lease_ms": 60_000}),
+        _step("begin", now, {"id": id, "owner": owner, "margin_ms": 15_000.0}),
+        _record(view, id, owner, "fetch", '"ok"', None),
+    ):
+        yield {**step, "scope": "b"}
+
+
+def _beside(view: View) -> bool:
+    """Whether a copy of scope a into scope b lands beside runs of b's own: b holds runs, and
+    none of a's ids (which would make the copy a conflict)."""
+    held = {run["id"] for run in view.runs("b")}
+    return bool(held) and not held & {run["id"] for run in view.runs("a")}
+
+
+def earlier_restore(draw: Choices, view: View) -> Iterator[Step]:
+    """Scope a exported, then grown (a run started since, with a step row of its own, and a step
+    recorded since on a run the dump holds), then restored from that earlier export: it holds
+    the dump's rows and nothing else, not a step row of what came after."""
+    kept = yield from _new_run(view)
+    owner = yield from _begun(view, kept)
+    if draw.coin():
+        yield _record(view, kept, owner, "fetch", '"ok"', None)
+    yield _step("export_dump", _iso(view.now_ms), {})
+    view.now_ms += draw.pick((1, 1_000, 0))
+    grown = yield from _new_run(view)
+    holder = yield from _begun(view, grown)
+    yield _record(view, grown, holder, draw.pick(_STEP_NAMES), draw.pick(('"ok"', None)), None)
+    yield _record(view, kept, owner, "store", '"ok"', None)
+    view.exercised["restore-earlier-dump"] += 1
+    args = {"dump_of": "a", "source": "a", "earlier": True}
+    yield _step("import_dump", _iso(view.now_ms), args)
+
+
+def null_owners(draw: Choices, view: View) -> Iterator[Step]:
+    """Writes with a null owner, as a coordinator from before leases makes them (``lease_owner
+    IS ?``): a patch of a running run no pass holds applies, and one of a leased run is refused.
+    Between them, the pass records a step that returned nothing (the JSON text null, which is a
+    completed step, not SQL NULL) and reads it back as its memo, then fails and keeps its
+    ledger, which a null owner's commit then drops."""
+    id = yield from _new_run(view)
+    view.exercised["patch-null-owner"] += 1
+    yield _commit(view, id, None, op="patch", counters='{"walked":1}')
+    owner = yield from _begun(view, id)
+    view.exercised["patch-null-owner"] += 1
+    yield _commit(view, id, None, op=draw.pick(("patch", "commit_pass")))
+    name = draw.pick(_STEP_NAMES)
+    view.exercised["step-result-json-null"] += 1
+    yield _record(view, id, owner, name, "null", None)
+    args = {"run_id": id, "name": name, "owner": owner, "lease_ms": view.lease_of[owner]}
+    yield _step("begin_step", _iso(view.now_ms), args)
+    yield _commit(view, id, owner, op="patch", attempts=1, last_error="boom")
+    view.exercised["patch-null-owner"] += 1
+    yield _commit(view, id, None, cursor='"page-2"')
 
 
 def counters_over_stored(draw: Choices, view: View) -> Iterator[Step]:
@@ -723,13 +802,29 @@ def door_refusals(draw: Choices, view: View) -> Iterator[Step]:
         yield _step(op, now if at == DOC_NOW else at, args)
 
 
+def imports(draw: Choices, view: View) -> Iterator[Step]:
+    """Every kind of import in one story: rows with every column restored, copied beside a
+    scope's own rows, copied again (a conflict) and named for the wrong scope (refused), then an
+    earlier export restored over what came after it."""
+    yield from full_imports(draw, view)
+    yield from earlier_restore(draw, view)
+
+
+def outcome_writes(draw: Choices, view: View) -> Iterator[Step]:
+    """Outcome writes over stored counters, then with a null owner. One story, not two: a longer
+    list of stories would tell each of the others less often (the erasures' rarest holders
+    were then missed on some seeds)."""
+    yield from counters_over_stored(draw, view)
+    yield from null_owners(draw, view)
+
+
 _CORNERS: Final = (
     unbegun_takeover,
     odd_lists,
     begin_over_misses,
     erasures,
-    full_imports,
-    counters_over_stored,
+    imports,
+    outcome_writes,
     due_ties,
     door_refusals,
 )

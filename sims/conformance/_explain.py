@@ -64,7 +64,8 @@ def explain(
     the request would have done, had it been valid, is no rule of the step."""
     op, args, now = step["op"], step.get("args") or {}, str(step.get("now"))
     if reply is not None and reply.get("ok") is False:
-        return _refused(op, reply.get("error") or {})
+        error = reply.get("error") or {}
+        return _refused(op, error, _import_refusal(step, error.get("code")))
     try:
         if op == "import_dump":
             restore = {**args, "restore": args.get("dump_of") == step.get("scope")}
@@ -76,9 +77,21 @@ def explain(
         return (f"{op} with these arguments must be refused or answered as the reference did", [])
 
 
-def _refused(op: str, error: dict[str, Any]) -> Explained:
+def _import_refusal(step: dict[str, Any], code: Any) -> str:
+    """The rule an import's refusal falls under ("" for any other refusal): a dump named for a
+    scope it was not exported from (import-wrong-source), or a copy's clash (copy-conflict)."""
+    args = step.get("args") or {}
+    if step["op"] != "import_dump" or not isinstance(args, dict):
+        return ""
+    if args.get("dump_of") != args.get("source"):
+        return "import-wrong-source"
+    copy = args.get("dump_of") != step.get("scope")
+    return "copy-conflict" if copy and code == "conflict" else ""
+
+
+def _refused(op: str, error: dict[str, Any], rule: str = "") -> Explained:
     """A refusal's rule: the code and the paths are the contract (at the door, validation_failed:
-    rule door-refusals)."""
+    rule door-refusals, unless ``rule`` names another)."""
     code = error.get("code")
     if "paths" in error:
         paths = ", ".join(str(path) for path in error.get("paths") or []) or "none"
@@ -88,15 +101,17 @@ def _refused(op: str, error: dict[str, Any]) -> Explained:
     said = f"The reference said: {error.get('message')}"
     if code != "validation_failed":
         # A conflict or a store's failure: decided past the door, by the rows.
+        named_rule = f" (rule {rule})" if rule else ""
         return (
             f"the reference refused this {op} ({code}, {named}): a store must refuse it with "
-            f"the same code and paths (the message may be its own) and write nothing. {said}",
+            f"the same code and paths (the message may be its own) and write "
+            f"nothing{named_rule}. {said}",
             [],
         )
     return (
         f"the reference refused this {op} at its door ({code}, {named}): a store must refuse "
         f"it with the same code and paths (the message may be its own) and write nothing "
-        f"(rule door-refusals; docs/conformance.md, What a store refuses). {said}",
+        f"(rule {rule or 'door-refusals'}; docs/conformance.md, What a store refuses). {said}",
         [],
     )
 
@@ -188,8 +203,15 @@ def _miss(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     if misses >= ADMISSION_MISS_MAX:
         then = "fails the run: status failed, the note after 'lease too short for this environment'"
     else:
-        until = _time(iso_from_ms(parse_iso_ms(now) + backoff_ms(misses)))
-        then = f"releases the lease and backs the run off until {until}"
+        wait = backoff_ms(misses)
+        until = _time(iso_from_ms(parse_iso_ms(now) + wait))
+        then = f"releases the lease and backs the run off {wait} ms, until {until}"
+        if misses == ADMISSION_MISS_MAX - 1:
+            then += (
+                f" (min({_BACKOFF_MAX_MS}, 1000 * 2^{misses - 1})): the largest backoff a miss "
+                "writes, since the tenth fails the run before the doubling reaches the cap "
+                "(rule miss-largest-backoff)"
+            )
     return f"this is admission miss {misses} of {ADMISSION_MISS_MAX}, which {then}", [run]
 
 
@@ -200,17 +222,35 @@ def _outcome(args: dict[str, Any], now: str, tables: dict[str, Any], op: str) ->
         return _missing(f"a {op}", id, "false")
     refused = _held_by(run, owner)
     steps = [row for row in tables.get("steps", []) if row.get("run_id") == id]
+    null = _NULL_OWNER if owner is None else ""
     if refused is not None:
         kept = "; the run's step rows stay" if op == "commit_pass" and steps else ""
-        return f"{refused}, so the {op} must return false and write nothing{kept}", [run, *steps]
+        return (
+            f"{null}{refused}, so the {op} must return false and write nothing{kept}",
+            [run, *steps],
+        )
     dropped = f" and drop its {len(steps)} step rows" if op == "commit_pass" else ""
+    holder = "no pass holds" if owner is None else f"{owner} holds"
     return (
-        f"{owner} holds run {id}, so the {op} must apply: the patch's columns as given (its "
+        f"{null}{holder} run {id}, so the {op} must apply: the patch's columns as given (its "
         f"counters {args['patch'].get('counters')} written over the stored "
         f"{run.get('counters')}, never merged: rule commit-over-counters), the lease "
         f"cleared{dropped}",
         [run, *steps],
     )
+
+
+#: How a write with a null owner is read: ``lease_owner IS ?``, never ``= ?``.
+_NULL_OWNER: Final = (
+    "the owner is null, which matches only a run no pass holds (lease_owner IS NULL: rule "
+    "patch-null-owner); "
+)
+
+#: A step result of the JSON text null, as it must be stored and read.
+_JSON_NULL: Final = (
+    "the JSON text null, a step that returned nothing: completed, stored as the text 'null' and "
+    "never as SQL NULL, which means not completed (rule step-result-json-null)"
+)
 
 
 def _step_op(args: dict[str, Any], now: str, tables: dict[str, Any], op: str) -> Explained:
@@ -225,10 +265,12 @@ def _step_op(args: dict[str, Any], now: str, tables: dict[str, Any], op: str) ->
         return f"{refused}, so {op} must return {answer} and renew nothing", [run, *steps]
     expiry = _time(iso_from_ms(parse_iso_ms(now) + lease_ms))
     did = "reads the ledger row of" if op == "begin_step" else "records"
-    return (
-        f"{owner} holds run {id}, so {op} renews its lease until {expiry} and {did} step {name}",
-        [run, *steps],
-    )
+    text = f"{owner} holds run {id}, so {op} renews its lease until {expiry} and {did} step {name}"
+    row = next((row for row in steps if row.get("step") == name), None)
+    result = args.get("result") if op == "record_step" else (row or {}).get("result")
+    if result == "null":
+        text += f", whose result is {_JSON_NULL}"
+    return text, [run, *steps]
 
 
 def _due(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
@@ -391,14 +433,15 @@ def _import(
         return (
             f"the dump was exported from scope {args.get('dump_of')} but names scope "
             f"{args.get('source')} as its source, so the import must be refused "
-            "(validation_failed at source_scope_id) and write nothing",
+            "(validation_failed at source_scope_id) and write nothing (rule import-wrong-source)",
             [],
         )
     if args.get("restore"):
         return (
             f"a restore into the scope the dump came from: the tables are replaced by its "
             f"{_count(len(runs), 'run')} and {_count(len(steps), 'step row')}, every column as "
-            "exported (running runs stay running, leases, counters and admission misses kept)",
+            "exported (running runs stay running, leases, counters and admission misses kept)"
+            + _dropped(tables, dumped),
             runs + steps,
         )
     held = {str(run["id"]) for run in tables.get("runs", [])}
@@ -417,11 +460,40 @@ def _import(
         if running
         else "no run in it is running"
     )
+    own = tables.get("runs", [])
+    beside = (
+        f"; the {_count(len(own), 'run')} and {_count(len(tables.get('steps', [])), 'step row')} "
+        "the scope already holds stay beside them, untouched: a copy replaces nothing (rule "
+        "copy-beside-held)"
+        if own
+        else ""
+    )
     return (
         f"a copy into another scope: its {_count(len(runs), 'run')} and "
         f"{_count(len(steps), 'step row')} are added with every other column as exported; "
-        f"{failed}",
+        f"{failed}{beside}",
         runs + steps,
+    )
+
+
+def _dropped(tables: dict[str, Any], dumped: dict[str, Any]) -> str:
+    """What a restore deletes that its dump does not bring back (an earlier export's restore
+    over rows written since), in words; "" when the scope holds nothing more."""
+    ids = {run.get("id") for run in dumped.get("runs", [])}
+    keys = {(step.get("run_id"), step.get("step")) for step in dumped.get("steps", [])}
+    runs = [str(run["id"]) for run in tables.get("runs", []) if run.get("id") not in ids]
+    steps = [
+        f"{step['run_id']}/{step['step']}"
+        for step in tables.get("steps", [])
+        if (step.get("run_id"), step.get("step")) not in keys
+    ]
+    if not runs and not steps:
+        return ""
+    gone = [f"run {', '.join(runs)}"] if runs else []
+    gone += [f"step row {', '.join(steps)}"] if steps else []
+    return (
+        f"; what the scope holds and the dump does not is deleted, not kept: {'; '.join(gone)} "
+        "(rule restore-earlier-dump)"
     )
 
 

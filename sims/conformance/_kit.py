@@ -265,9 +265,10 @@ class _Lockstep:
         scopes = self.scopes()
         allowed: Counter[str] = Counter()
         before: dict[str, Any] = {}
+        saved: dict[str, tuple[Any, Any]] = {}
         for number, step in enumerate(steps, start=1):
             record.append(step)
-            difference = self._step(number, step, scopes, view, allowed, before)
+            difference = self._step(number, step, scopes, view, allowed, (before, saved))
             if isinstance(difference, _Stop):
                 break
             if difference is not None:
@@ -281,8 +282,12 @@ class _Lockstep:
         scopes: dict[str, str],
         view: View | None,
         allowed: Counter[str],
-        before: dict[str, Any],
+        kept: tuple[dict[str, Any], dict[str, tuple[Any, Any]]],
     ) -> Difference | _Stop | None:
+        """Run one step on both stores and compare; ``kept`` is what the history's earlier steps
+        left: the reference's tables per scope as they stood, and each store's answer to the
+        last ``export_dump`` step of each scope (what an ``earlier`` import restores)."""
+        before, saved = kept
         op, scope, now = step["op"], scopes[step["scope"]], step["now"]
         answers: list[Any] = [None, None]
 
@@ -290,11 +295,11 @@ class _Lockstep:
             allowed.update(comparison.allowed)
             if comparison.difference is None:
                 return None
-            dumped = (
-                before.get(step["args"].get("dump_of"), _NO_TABLES) if op == "import_dump" else None
-            )
             rule, rows = explain(
-                step, before.get(step["scope"], _NO_TABLES), dumped, reply=answers[0]
+                step,
+                before.get(step["scope"], _NO_TABLES),
+                _dumped(step, before, saved),
+                reply=answers[0],
             )
             return Difference(
                 number,
@@ -310,28 +315,28 @@ class _Lockstep:
         sent = {"wire": WIRE_VERSION, "op": op, "scope": scope, "now": now, "args": step["args"]}
 
         if op == "import_dump":
-            source = scopes[step["args"]["dump_of"]]
-            export = {"wire": WIRE_VERSION, "op": "export_dump", "scope": source, "now": now}
-            ours, theirs = self._both({**export, "args": {}})
-            answers[:] = ours, theirs
-            self.report.operations += 1
-            self.report.reached["export_dump"] += 1
-            found = check(
-                "the export it imports", compare_replies(ours, theirs, strict=self.strict)
-            )
-            if found is not None:
-                return found
+            if step["args"].get("earlier"):
+                # What each store answered at the earlier export step (compared there): the
+                # scope may hold more since, which a restore of it must drop.
+                dumps = saved[step["args"]["dump_of"]]
+            else:
+                source = scopes[step["args"]["dump_of"]]
+                export = {"wire": WIRE_VERSION, "op": "export_dump", "scope": source, "now": now}
+                ours, theirs = self._both({**export, "args": {}})
+                answers[:] = ours, theirs
+                self.report.operations += 1
+                self.report.reached["export_dump"] += 1
+                found = check(
+                    "the export it imports", compare_replies(ours, theirs, strict=self.strict)
+                )
+                if found is not None:
+                    return found
+                dumps = ours.get("result"), theirs.get("result")
             named = scopes[step["args"]["source"]]
             base = {"wire": WIRE_VERSION, "op": op, "scope": scope, "now": now}
-            ours = self.reference.call(
-                {**base, "args": {"dump": ours.get("result"), "source_scope_id": named}, **_TABLES}
-            )
-            theirs = self.target.call(
-                {
-                    **base,
-                    "args": {"dump": theirs.get("result"), "source_scope_id": named},
-                    **_TABLES,
-                }
+            ours, theirs = (
+                store.call({**base, "args": {"dump": dump, "source_scope_id": named}, **_TABLES})
+                for store, dump in zip((self.reference, self.target), dumps, strict=True)
             )
         else:
             request = {"wire": WIRE_VERSION, "op": op, "scope": scope, "now": now}
@@ -354,10 +359,29 @@ class _Lockstep:
             before[step["scope"]] = ours_tables
             if view is not None:
                 view.tables[step["scope"]] = ours_tables
+        if op == "export_dump":
+            saved[step["scope"]] = ours.get("result"), theirs.get("result")
         return None
 
 
 _NO_TABLES: Final[dict[str, Any]] = {"runs": [], "steps": []}
+
+
+def _dumped(
+    step: Step, before: dict[str, Any], saved: dict[str, tuple[Any, Any]]
+) -> dict[str, Any] | None:
+    """The rows an import step imports, as the reference held them (None for any other step):
+    those of its earlier export, or those of the scope it exports now."""
+    if step["op"] != "import_dump":
+        return None
+    args = step["args"]
+    if args.get("earlier"):
+        dump: dict[str, Any] = saved[args["dump_of"]][0]
+        return dump
+    tables: dict[str, Any] = before.get(args["dump_of"], _NO_TABLES)
+    return tables
+
+
 _SHOWN_MAX: Final = 600
 
 
@@ -500,6 +524,9 @@ def _trim(
         index = 0
         while index < len(history) and len(history) > 1:
             candidate = history[:index] + history[index + 1 :]
+            if not _exports_precede(candidate):
+                index += 1  # the export step an earlier import restores: it stays
+                continue
             record: list[Step] = []
             found, _allowed = lockstep.run(iter(candidate), None, record)
             if found is not None:
@@ -568,15 +595,50 @@ def _checked_history(history: Any) -> list[Step]:
             raise ValueError(
                 f"step {number}'s scope is {step['scope']!r}; a history names 'a' or 'b'"
             )
-        if step["op"] == "import_dump" and not (
-            isinstance(step["args"], dict)
-            and set(step["args"]) == {"dump_of", "source"}
-            and {step["args"]["dump_of"], step["args"]["source"]} <= set(_SCOPES)
-        ):
-            raise ValueError(
-                f"step {number} imports: its args are {{'dump_of': 'a'|'b', 'source': 'a'|'b'}}"
-            )
+        if step["op"] == "import_dump":
+            _check_import(number, step["args"], history[: number - 1])
     return history
+
+
+def _check_import(number: int, args: Any, earlier: list[Any]) -> None:
+    """An import step's args name scopes, and an ``earlier`` import follows an export of its
+    scope (whose answer it restores)."""
+    if not (
+        isinstance(args, dict)
+        and set(args) - {"earlier"} == {"dump_of", "source"}
+        and args.get("earlier", True) is True
+        and {args["dump_of"], args["source"]} <= set(_SCOPES)
+    ):
+        raise ValueError(
+            f"step {number} imports: its args are {{'dump_of': 'a'|'b', 'source': 'a'|'b'}}, "
+            "with 'earlier': true to import the dump of the last export_dump step of 'dump_of' "
+            "before it"
+        )
+    exported = any(
+        step["op"] == "export_dump" and step["scope"] == args["dump_of"] for step in earlier
+    )
+    if args.get("earlier") and not exported:
+        raise ValueError(
+            f"step {number} imports an earlier dump of {args['dump_of']!r}, but no export_dump "
+            f"step of scope {args['dump_of']!r} comes before it; add one, or drop 'earlier'"
+        )
+
+
+def _exports_precede(history: list[Step]) -> bool:
+    """Whether each import of an earlier dump still follows an export of its scope: deleting
+    that export leaves a history with nothing to restore, which no replay takes."""
+    exported: set[Any] = set()
+    for step in history:
+        args = step.get("args") or {}
+        if step.get("op") == "export_dump":
+            exported.add(step.get("scope"))
+        elif (
+            step.get("op") == "import_dump"
+            and args.get("earlier")
+            and args.get("dump_of") not in exported
+        ):
+            return False
+    return True
 
 
 def replay_history(

@@ -1,5 +1,6 @@
 """A new user's five one-bug store adapters (``kit_trial35_adapters.py``): the kit's default run
-catches each on every seed, and reaches the corners three of them slip on.
+catches each on every seed, and reaches the corners three of them slip on, and the corners added
+after them (``test_conformance_corner_slips.py`` holds a slip on each of those).
 
 - ``record-keeps-first``: a step recorded again keeps its first row (caught at ``record_step``).
 - ``commit-drops-all-ledgers``: a commit drops every run's ledger (caught at ``commit_pass``).
@@ -7,11 +8,11 @@ catches each on every seed, and reaches the corners three of them slip on.
   ``erase-inside-list``, caught at ``shred_subject``).
 - ``list-by-started-at``: the operator read orders by ``started_at``, not by id (rule
   ``list-id-not-start``, caught at ``list``).
-- ``restore-keeps-stray-ledger``: a restore keeps the step rows of runs its dump does not hold.
-  A history's ``import_dump`` step imports the dump its scope exports at that moment, which holds
-  every run the scope has, so no history can hold a stray step row at a restore: reaching this
-  slip needs an import step of an EARLIER export (a change to the kit's step form, ``_kit.py``),
-  so it is marked as expected to slip through until the kit can.
+- ``restore-keeps-stray-ledger``: a restore keeps the step rows of runs its dump does not hold
+  (rule ``restore-earlier-dump``, caught at ``import_dump``). An import of the dump its scope
+  exports at that moment holds every run the scope has, so it cannot show the slip: the kit's
+  ``earlier`` import restores the dump of an earlier ``export_dump`` step, after the scope gained
+  a run with step rows of its own.
 """
 
 from __future__ import annotations
@@ -36,7 +37,16 @@ CAUGHT = {
     "erasure-skips-lists": "shred_subject",
     "list-by-started-at": "list",
 }
-NEW_CORNERS = ("erase-inside-list", "list-id-not-start")
+NEW_CORNERS = (
+    "erase-inside-list",
+    "list-id-not-start",
+    "restore-earlier-dump",
+    "copy-beside-held",
+    "import-wrong-source",
+    "patch-null-owner",
+    "step-result-json-null",
+    "miss-largest-backoff",
+)
 
 
 def _run(database: type[ScopeDatabase], name: str, seed: int) -> ConformanceReport:
@@ -53,15 +63,14 @@ def test_each_adapter_is_caught_on_every_seed(name: str, seed: int) -> None:
     assert report.difference.op == CAUGHT[name], report.difference.line()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a restore of an earlier dump is not a step the kit can make (see the docstring)",
-)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_restore_keeps_stray_ledger_is_caught(seed: int) -> None:
     name = "restore-keeps-stray-ledger"
     report = _run(ADAPTERS[name], name, seed)
+    assert report.failure is None, report.failure
     assert report.difference is not None, f"{name} slipped through on seed {seed}"
+    assert report.difference.op == "import_dump", report.difference.line()
+    assert "rule restore-earlier-dump" in report.difference.rule, report.difference.rule
 
 
 @pytest.mark.parametrize("seed", SEEDS)
