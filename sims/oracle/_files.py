@@ -5,7 +5,9 @@ scope answered next (the ``file.*`` events; docs/protocol.md, "The scope's file"
   checkpoint from a shell) or a change of its metadata alone (``chmod``, ``touch``), the scope
   serves (``file-outside``); the checkpoint that follows compares every row.
 - Another scope's file at the scope's path is refused with ``ScopeFileForeign``, never served
-  (``file-identity``).
+  (``file-identity``); a file copied over the open scope's in place, behind SQLite, is refused
+  with ``ScopeFileChanged`` (``file-behind``). A refusal of the world's own call when nothing was
+  written behind the scope (``file.refused``) is a ``file-outside`` finding too.
 - After a power loss the scope holds every write whose reply left it: the checkpoint right after
   it is judged as ``durable-writes`` rather than ``store-rows``/``store-steps``, so a lost
   acknowledged write is named for what it is.
@@ -30,7 +32,7 @@ _ACTS: Final = {
 
 
 class FileRules:
-    """The file layer's three rules, for one world."""
+    """The file layer's rules, for one world."""
 
     def __init__(self, report: Report, probe: Probe) -> None:
         self._report = report
@@ -62,6 +64,31 @@ class FileRules:
                 "path: a file that records another scope must be refused with ScopeFileForeign, "
                 "never served",
             )
+
+    def on_written(self, e: dict[str, Any]) -> None:
+        if e.get("alike"):
+            return  # the size and header of the file it overwrote: the watch's documented limit
+        self._probe("file.written-behind")
+        if e["refused"] != "ScopeFileChanged":
+            did = "served it" if e["refused"] is None else f"answered {e['refused']}"
+            self._report(
+                "file-behind",
+                None,
+                e["t"],
+                f"scope {e['scope']!r} {did}, after scope {e['from']!r}'s file was copied over "
+                "its open file in place, behind SQLite: it must refuse it with ScopeFileChanged "
+                "before serving again, and keep its own log aside",
+            )
+
+    def on_refused(self, e: dict[str, Any]) -> None:
+        self._report(
+            "file-outside",
+            None,
+            e["t"],
+            f"scope {e['scope']!r} refused a call of the world's own ({e['refused']}), though "
+            "nothing had written its file behind SQLite: whatever SQLite does to the file, and "
+            "a change of its metadata alone, must leave the scope serving",
+        )
 
     def on_power(self, e: dict[str, Any]) -> None:
         self._probe("file.power")

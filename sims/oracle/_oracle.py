@@ -375,4 +375,6 @@ _EVENTS: dict[str, Callable[[Oracle, Row], None]] = {
     "file.outside": lambda oracle, e: oracle.files.on_outside(e),
     "file.copied": lambda oracle, e: oracle.files.on_copied(e),
     "file.power": lambda oracle, e: oracle.files.on_power(e),
+    "file.written": lambda oracle, e: oracle.files.on_written(e),
+    "file.refused": lambda oracle, e: oracle.files.on_refused(e),
 }

@@ -69,6 +69,8 @@ PROBES: Final[dict[str, str]] = {
     "file.outside": "SQLite from outside (a reader, a writer, a checkpoint) or a chmod or touch "
     "met an open scope's file: it went on serving",
     "file.foreign": "another scope's file was put at a scope's path (refused)",
+    "file.written-behind": "a file was copied over an open scope's file in place, behind SQLite "
+    "(refused, its own log kept)",
 }
 
 

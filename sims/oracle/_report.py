@@ -112,6 +112,7 @@ SPEC_CHECKS: tuple[str, ...] = (
     "durable-writes",
     "file-outside",
     "file-identity",
+    "file-behind",
     "fresh-owner",
     "drive-selection",
     "drive-passes",

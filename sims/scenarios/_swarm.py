@@ -37,7 +37,8 @@ spec's edges:
   and a run of that job under its short lease;
 * in a world on files (one seed in ten): a power loss under the driven scopes once they are quiet,
   outside SQLite readers and writers of their files, a checkpoint from a shell, a ``chmod`` and a
-  ``touch``, and one scope's file copied over the other's (refused);
+  ``touch``, and one scope's file put at the other's path while it is closed and copied over it
+  while it is open (both refused);
 * spec-edge faults added to the drawn plan: a BEGIN request held past the lease (refused), a BEGIN
   reply held past the margin (the documented double run), a pause past the lease before a step,
   inside one or before the outcome, abandoned requests delivered late.
@@ -552,7 +553,8 @@ class SwarmWorld:
     async def _touch_files(self, files: WorldFiles) -> None:
         """In a world on files, once the cron and the alarm are quiet: the power goes under the
         driven scopes, operators read, write and checkpoint their files through SQLite and change
-        their metadata, and one scope's file is copied over the other's (``sims.world._files``).
+        their metadata, and one scope's file is put in place of the other's, closed or open
+        (``sims.world._files``).
         Drawn from a stream of its own, so every other draw of the seed is what it was."""
         rng = self.world.rng("files")
         scopes = tuple(scope for scope in SWARM_SCOPES[:2] if files.has_file(scope))
@@ -565,6 +567,9 @@ class SwarmWorld:
         if len(scopes) == 2 and rng.random() < 0.7:
             target = rng.choice(scopes)
             await files.copy_in(target, source=scopes[1 - scopes.index(target)])
+        if len(scopes) == 2 and rng.random() < 0.9:
+            target = rng.choice(scopes)
+            await files.copy_over(target, source=scopes[1 - scopes.index(target)])
 
     async def _drive_until_quiet(self, rng: random.Random, *, except_job: str | None) -> None:
         """The cron (every 1 s) and the alarm (every 0.7 s; each less often while idle) tick both
@@ -695,7 +700,9 @@ class SwarmWorld:
             await world.sleep_until_ms(min(self.horizon_ms, world.now_ms() + poll_ms))
             poll_ms = min(poll_ms * 1.5, 30_000.0)
             for scope in scopes:
-                rows = await world.host.stub(scope).list(JobRunFilter(status="running"))
+                rows = await world.ask(
+                    scope, lambda stub: stub.list(JobRunFilter(status="running"))
+                )
                 if any(row.job != except_job for row in rows):
                     break
             else:
@@ -728,15 +735,15 @@ class SwarmWorld:
         world = self.world
         await world.sleep_until_ms(at_ms)
         for scope in SWARM_SCOPES[:2]:
-            touched = await world.host.stub(scope).shred_subject(subject)
+            touched = await world.ask(scope, lambda stub: stub.shred_subject(subject))
             world.note(f"subject {subject} erased on {scope}: {touched} run(s) touched")
             await world.sync(scope)
 
     async def _copy_at(self, at_ms: float, source: str, target: str) -> None:
         world = self.world
         await world.sleep_until_ms(at_ms)
-        dump = await world.host.stub(source).export_dump()
-        imported = await world.host.stub(target).import_dump(dump, source)
+        dump = await world.ask(source, lambda stub: stub.export_dump())
+        imported = await world.ask(target, lambda stub: stub.import_dump(dump, source))
         world.note(f"a dump of {source} imported into {target}: {imported} run(s)")
         await world.sync(target)
 

@@ -6,10 +6,13 @@ The file layer has rules of its own (docs/protocol.md, "The scope's file"):
   a checkpoint from a shell), and a change of its metadata alone (``chmod``, ``touch``), leaves
   the scope serving, with every row it had;
 - another scope's file put at a scope's path is refused (``ScopeFileForeign``), never served;
+- a file written behind the open scope (copied over it in place) is refused
+  (``ScopeFileChanged``), and the scope's own log, with what it acknowledged, is kept aside;
 - a power loss keeps every write whose reply left the scope (the output gate's promise).
 
 ``world.files`` does each of these to a scope and traces what the scope answered next
-(``file.outside``, ``file.copied``, ``file.power``), then checkpoints its rows (``world.sync``),
+(``file.outside``, ``file.copied``, ``file.written``, ``file.power``), then checkpoints its rows
+(``world.sync``),
 so the oracle judges the rule and the rows. In memory ``world.files`` is None: there is no file.
 
 The power is the disk's to cut: :class:`SimulatedDisk` takes the place of the output gate's sync
@@ -140,11 +143,7 @@ class WorldFiles:
         path, aside = self.path(scope_id), self._directory / f"{scope_id}.aside"
         self._host.evict(scope_id)  # closed: its log is folded into its file
         os.replace(path, aside)
-        with (
-            closing(_connect(self.path(source), "ro")) as original,
-            closing(sqlite3.connect(path)) as copy,
-        ):
-            original.backup(copy)
+        path.write_bytes(self._backup(source))
         refused = await self._refusal(scope_id)
         self._host.evict(scope_id)
         for suffix in ("-wal", "-shm"):
@@ -153,6 +152,50 @@ class WorldFiles:
         self._host.evict(scope_id)
         self._trace.record("file.copied", {"scope": scope_id, "from": source, "refused": refused})
         await self._world.sync(scope_id)
+
+    async def copy_over(self, scope_id: str, source: str) -> None:
+        """Copy ``source``'s database file over the open scope's, in place (as ``cp`` does: the
+        same inode), behind SQLite: the scope must refuse it before it serves again, keeping its
+        own log aside. Then the operator undoes it as the refusal says: the scope's own file and
+        log go back, an eviction reopens them, and every row it had is there."""
+        self._world.scope(scope_id)
+        path = self.path(scope_id)
+        await self._refusal(scope_id)  # the scope is open, its file and log as it left them
+        own, copy = path.read_bytes(), self._backup(source)
+        with open(path, "r+b") as written:
+            written.write(copy)
+            written.truncate()
+        refused = await self._refusal(scope_id)
+        # A copy of the size and 100-byte header of the file it overwrote is what the watch
+        # cannot tell from SQLite's own writes (docs/decisions.md): said, so the rule is fair.
+        alike = len(copy) == len(own) and copy[:100] == own[:100]
+        self._trace.record(
+            "file.written", {"scope": scope_id, "from": source, "refused": refused, "alike": alike}
+        )
+        with open(path, "r+b") as written:
+            written.write(own)
+            written.truncate()
+        self._put_back_log(path)
+        await self._world.sync(scope_id)
+
+    def _backup(self, source: str) -> bytes:
+        """A whole copy of ``source``'s rows, its log's included, as SQLite's backup makes it."""
+        made = self._directory / f"{source}.backup"
+        with (
+            closing(_connect(self.path(source), "ro")) as original,
+            closing(sqlite3.connect(made)) as copy,
+        ):
+            original.backup(copy)
+        data = made.read_bytes()
+        made.unlink()
+        return data
+
+    def refused(self, scope_id: str, refusal: ScopeHostError) -> None:
+        """One of the world's own calls was refused by the scope's file layer though the world
+        wrote nothing behind it: traced for the oracle, then undone as the refusal says an
+        operator should (the scope's own log back, an eviction)."""
+        self._trace.record("file.refused", {"scope": scope_id, "refused": type(refusal).__name__})
+        self._put_back_log(self.path(scope_id))
 
     async def lose_power(self, scopes: tuple[str, ...]) -> None:
         """Cut the power under ``scopes``: each is closed and left with what the disk kept (its

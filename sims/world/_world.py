@@ -46,6 +46,7 @@ from scopehost import (
     LinkOutcome,
     RequestVerdict,
     ScopeEvicted,
+    ScopeFileChanged,
     ScopeHost,
     ScopeHostError,
     TransportError,
@@ -1027,15 +1028,26 @@ class World:
     # -- reading the outcome --------------------------------------------------------------------
 
     async def _read(self, scope_id: str, read: Callable[[Any], Awaitable[Any]]) -> Any:
-        """One of the world's own reads of a scope, over the host's direct link: a read that an
-        eviction (a fault of the plan) refused unrun is simply asked again of the fresh actor.
-        The world's reading is not what is simulated, so a fault must not make it raise."""
+        return await self.ask(scope_id, read)
+
+    async def ask(self, scope_id: str, call: Callable[[Any], Awaitable[Any]]) -> Any:
+        """One of the world's own calls to a scope over the host's direct link (a read, an
+        erasure, an import): ``await call(stub)``. A call that an eviction (a fault of the plan)
+        refused unrun is simply asked again of the fresh actor: the world's own calls are not
+        what is simulated, so a fault must not make them raise. In a world on files, a scope
+        that takes its file for one written behind it when the world wrote nothing there is
+        the file layer's finding (``world.files.refused``); the world undoes it as the refusal
+        says an operator should, and asks again."""
         for _ in range(_READ_TRIES - 1):
             try:
-                return await read(self.host.stub(scope_id))
+                return await call(self.host.stub(scope_id))
             except ScopeEvicted:
                 continue
-        return await read(self.host.stub(scope_id))
+            except ScopeFileChanged as refusal:
+                if self.files is None:
+                    raise
+                self.files.refused(scope_id, refusal)
+        return await call(self.host.stub(scope_id))
 
     async def restore(self, scope_id: str, dump: JobRunDump) -> None:
         """Put an incident's rows in ``scope_id``, replacing what it holds, as a restore does:

@@ -15,6 +15,7 @@ from scopehost import _gate, _host, _watch
 from scopehost._files import Stamp
 from sims import simulate
 from sims._trace import HIDDEN_FOLDER, Trace, hide_world_folders
+from sims.oracle._files import FileRules
 from sims.runners._raised import WorldRaised
 
 #: Seeds of the swarm drawn on files whose worlds lose power, touch their files from outside and
@@ -91,3 +92,16 @@ def test_a_world_folder_never_reaches_the_trace_or_the_verdict() -> None:
     )
     raised = WorldRaised.of(1, OSError("no room in /tmp/sims-world-zz9/scope-2.sqlite3"))
     assert raised.message == f"no room in {HIDDEN_FOLDER}/scope-2.sqlite3"
+
+
+def test_a_copy_the_watch_cannot_tell_apart_is_said_and_not_judged() -> None:
+    found: list[tuple[Any, ...]] = []
+    rules = FileRules(lambda *finding: found.append(finding), lambda probe: None)
+    served = {"t": 1.0, "scope": "scope-1", "from": "scope-2", "refused": None}
+    rules.on_written({**served, "alike": True})
+    assert found == []
+    rules.on_written({**served, "alike": False})
+    rules.on_written({**served, "alike": False, "refused": "ScopeFileChanged"})
+    assert [finding[0] for finding in found] == ["file-behind"]
+    rules.on_refused({"t": 2.0, "scope": "scope-1", "refused": "ScopeFileChanged"})
+    assert found[-1][0] == "file-outside"
