@@ -12,8 +12,9 @@ The file layer has rules of its own (docs/protocol.md, "The scope's file"):
 
 ``world.files`` does each of these to a scope and traces what the scope answered next
 (``file.outside``, ``file.copied``, ``file.written``, ``file.power``), then checkpoints its rows
-(``world.sync``),
-so the oracle judges the rule and the rows. In memory ``world.files`` is None: there is no file.
+(``world.sync``), so the oracle judges the rule and the rows. A call of the world's own that the
+file layer refuses besides these is traced too (``file.refused``, by ``World.ask``). In memory
+``world.files`` is None: there is no file.
 
 The power is the disk's to cut: :class:`SimulatedDisk` takes the place of the output gate's sync
 (``OutputGate.sync``). It syncs for real and notes, at each sync of a scope's write-ahead log, how
@@ -112,7 +113,14 @@ class WorldFiles:
                 f"world.files.outside({scope_id!r}, {act!r}): act is one of {OUTSIDE_ACTS}"
             )
         self._world.scope(scope_id)
-        path = self.path(scope_id)
+        self._do(self.path(scope_id), act)
+        refused = await self._refusal(scope_id)
+        self._trace.record("file.outside", {"scope": scope_id, "act": act, "refused": refused})
+        if refused is not None:
+            self._put_back_log(scope_id)
+        await self._world.sync(scope_id)
+
+    def _do(self, path: Path, act: str) -> None:
         if act == "read":
             with closing(_connect(path, "ro")) as reader:
                 reader.execute("SELECT count(*) FROM _substrat_job_runs").fetchone()
@@ -129,11 +137,6 @@ class WorldFiles:
             os.chmod(path, os.stat(path).st_mode ^ 0o004)
         else:
             os.utime(path)
-        refused = await self._refusal(scope_id)
-        self._trace.record("file.outside", {"scope": scope_id, "act": act, "refused": refused})
-        if refused is not None:
-            self._put_back_log(path)
-        await self._world.sync(scope_id)
 
     async def copy_in(self, scope_id: str, source: str) -> None:
         """Put a copy of ``source``'s file (made through SQLite's backup) at ``scope_id``'s path
@@ -154,10 +157,11 @@ class WorldFiles:
         await self._world.sync(scope_id)
 
     async def copy_over(self, scope_id: str, source: str) -> None:
-        """Copy ``source``'s database file over the open scope's, in place (as ``cp`` does: the
-        same inode), behind SQLite: the scope must refuse it before it serves again, keeping its
-        own log aside. Then the operator undoes it as the refusal says: the scope's own file and
-        log go back, an eviction reopens them, and every row it had is there."""
+        """Write a whole copy of ``source``'s rows over the open scope's file, in place (as
+        ``cp`` does: the same inode), behind SQLite: the scope must refuse it before it serves
+        again, keeping its own log aside. Then the operator undoes it as the refusal says: the
+        scope's own file and log go back, an eviction reopens them, and every row it had is
+        there."""
         self._world.scope(scope_id)
         path = self.path(scope_id)
         await self._refusal(scope_id)  # the scope is open, its file and log as it left them
@@ -175,7 +179,7 @@ class WorldFiles:
         with open(path, "r+b") as written:
             written.write(own)
             written.truncate()
-        self._put_back_log(path)
+        self._put_back_log(scope_id)
         await self._world.sync(scope_id)
 
     def _backup(self, source: str) -> bytes:
@@ -195,7 +199,7 @@ class WorldFiles:
         wrote nothing behind it: traced for the oracle, then undone as the refusal says an
         operator should (the scope's own log back, an eviction)."""
         self._trace.record("file.refused", {"scope": scope_id, "refused": type(refusal).__name__})
-        self._put_back_log(self.path(scope_id))
+        self._put_back_log(scope_id)
 
     async def lose_power(self, scopes: tuple[str, ...]) -> None:
         """Cut the power under ``scopes``: each is closed and left with what the disk kept (its
@@ -229,14 +233,17 @@ class WorldFiles:
         size = os.stat(log).st_size if os.path.exists(log) else 0
         return path.read_bytes(), log_kept, size - len(log_kept or b"")
 
-    def _put_back_log(self, path: Path) -> None:
-        """A scope that wrongly took an outside act for a write behind it: the operator does what
-        its refusal says when nothing was put there after all, so the world goes on (the
-        refusal is the finding): the log kept aside goes back, and an eviction reopens the file."""
-        kept = sorted(path.parent.glob(f"{path.name}-wal.kept*"), key=lambda p: p.stat().st_mtime)
+    def _put_back_log(self, scope_id: str) -> None:
+        """What a ``ScopeFileChanged`` tells the operator to do when the file at the scope's
+        path is its own after all: put the log it kept aside back (the last one: they are
+        numbered as they are kept), and evict the scope, which reopens the file, checked."""
+        path = self.path(scope_id)
+        first = path.with_name(f"{path.name}-wal.kept")
+        kept = [first, *sorted(path.parent.glob(f"{first.name}.*"), key=_number)]
+        kept = [log for log in kept if log.exists()]
         if kept:
             os.replace(kept[-1], f"{path}-wal")
-        self._host.evict(path.name.removesuffix(".sqlite3"))
+        self._host.evict(scope_id)
 
     async def _refusal(self, scope_id: str) -> str | None:
         """The name of the error the scope answers a read with, or None when it serves."""
@@ -245,6 +252,11 @@ class WorldFiles:
         except ScopeHostError as error:
             return type(error).__name__
         return None
+
+
+def _number(kept: Path) -> int:
+    """The number ``scopehost`` gave a kept log after the first (``NAME-wal.kept.2``, ...)."""
+    return int(kept.suffix[1:]) if kept.suffix[1:].isdigit() else 0
 
 
 def _connect(path: Path, mode: str) -> sqlite3.Connection:

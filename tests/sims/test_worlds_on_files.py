@@ -83,7 +83,7 @@ def test_a_swarm_world_on_files_also_touches_its_files_and_holds(
     assert in_memory.ok, in_memory.report
     assert on_files.ok, on_files.report
     touched = {event["ev"] for event in on_files.outcome.trace.events if event["ev"][:5] == "file."}
-    assert touched == {"file.power", "file.outside", "file.copied"}
+    assert touched == {"file.power", "file.outside", "file.copied", "file.written"}
     assert not any(event["ev"][:5] == "file." for event in in_memory.outcome.trace.events)
     assert os.listdir(own_temp) == []
 
