@@ -5,7 +5,9 @@ of a scenario in memory, then the same worlds with ``WorldSetup(on_files=True)``
 temporary folder per world, its scopes in WAL files, the output gate on and syncing inline, the
 folder removed after), in one process. Wall time counts the syncs, which wait on the disk; CPU
 time (``time.process_time``) counts what the process itself does. The ratios within a round are
-what to compare between runs and machines; the traces are checked to be the same bytes.
+what to compare between runs and machines. The traces of ``late-begin`` are checked to be the
+same bytes; a ``random`` world on files does more than in memory (its operators and the power
+touch its files: ``world.files``), so its worlds are checked to hold every rule.
 """
 
 from __future__ import annotations
@@ -23,13 +25,16 @@ DEFAULT_ROUNDS = 3
 
 
 def worlds(scenario: str, seeds: int, *, on_files: bool) -> tuple[float, float, list[str]]:
-    """(wall seconds, CPU seconds, trace digests) of ``seeds`` worlds of ``scenario``."""
+    """(wall seconds, CPU seconds, trace digests) of ``seeds`` worlds of ``scenario``, each
+    checked to hold every rule."""
     found = SCENARIOS[scenario]
     digests = []
     wall, cpu = time.perf_counter(), time.process_time()
     for seed in range(seeds):
         setup = attrs.evolve(found.setup(seed), on_files=on_files)
-        digests.append(run_world(seed, setup, found.drive).trace.digest())
+        outcome = run_world(seed, setup, found.drive)
+        assert outcome.report.ok, f"{scenario} seed {seed}: {outcome.report.verdict()}"
+        digests.append(outcome.trace.digest())
     return time.perf_counter() - wall, time.process_time() - cpu, digests
 
 
@@ -41,7 +46,8 @@ def main(seeds: int = DEFAULT_SEEDS, rounds: int = DEFAULT_ROUNDS) -> None:
         for number in range(1, rounds + 1):
             memory_wall, memory_cpu, memory = worlds(scenario, seeds, on_files=False)
             files_wall, files_cpu, files = worlds(scenario, seeds, on_files=True)
-            assert files == memory, f"{scenario}: a world on files wrote another trace"
+            if scenario == "late-begin":
+                assert files == memory, f"{scenario}: a world on files wrote another trace"
             walls.append(files_wall / memory_wall)
             cpus.append(files_cpu / memory_cpu)
             print(
