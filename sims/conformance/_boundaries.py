@@ -81,6 +81,9 @@ RULES: Final = {
     "patch-null-owner": "a patch or commit with a null owner: applies to an unleased run only",
     "step-result-json-null": "a step recorded with the JSON text null: kept as text, completed",
     "miss-largest-backoff": "the ninth miss: the largest backoff, 256 s (the tenth fails the run)",
+    "begin-margin-fraction": "a margin of x.5 or x.75, floor(margin) + 1 ms left: BEGIN writes",
+    "due-tie-not-start": "runs due at the same time, the lower id started later: by id, not start",
+    "erase-inside-nested": "erasure of a subject in an array in an array, or an object in an array",
 }
 
 _SHORT_LEASES: Final = (1_002, 1_003, 1_000, 1_001, 100)
@@ -194,6 +197,9 @@ def _begin_at_edge(view: View, id: str, owner: str, lease_ms: int, *, met: bool)
         return None
     view.now_ms = expiry - left
     view.exercised["begin-margin-met" if met else "begin-margin-missed"] += 1
+    if met and margin - math.floor(margin) >= 0.5:
+        # Here a margin rounded, not floored, asks 1 ms more (x.5 half up, or to even for odd x).
+        view.exercised["begin-margin-fraction"] += 1
     return _step("begin", _iso(view.now_ms), {"id": id, "owner": owner, "margin_ms": margin})
 
 
@@ -539,7 +545,9 @@ def begin_over_misses(draw: Choices, view: View) -> Iterator[Step]:
             "miss", _iso(view.now_ms), {"id": id, "owner": owner, "note": _NOTE.format(n=1)}
         )
     view.now_ms = max(view.now_ms, _expiry_ms(view.run(id)) or 0)
-    lease_ms = draw.pick((1_002, 1_003, 1_001, 60_000))
+    # Quarters of 250.75 and 251.5 ms first: there floor(margin) + 1 ms is what a rounded margin
+    # refuses, whichever way it rounds a half; then 250.5 (half up) and 250.25 (ceiled).
+    lease_ms = draw.pick((1_003, 1_006, 1_002, 1_001))
     owner = view.mint_owner(lease_ms)
     yield _step("claim", _iso(view.now_ms), {"id": id, "owner": owner, "lease_ms": lease_ms})
     begin = _begin_at_edge(view, id, owner, lease_ms, met=True)
@@ -552,20 +560,34 @@ def begin_over_misses(draw: Choices, view: View) -> Iterator[Step]:
     yield _commit(view, id, owner, op=draw.pick(("commit_pass", "patch")))
 
 
-def _holder_of(draw: Choices, view: View, how: str) -> Made:
-    """A run that holds s1 in one way (``how``), built by a start and a pass or two."""
+#: The holders that hide s1's envelope (``@``) in arrays, as their payload, cursor and step
+#: result: directly in an array; in an array in an array (an erasure that walks only the objects
+#: an array holds misses it); in an object in an array in an object (one that looks for
+#: envelopes only among an array's own elements misses it).
+_PLACES: Final = ("payload", "cursor", "step")
+_HIDDEN: Final = {
+    "list": ('{"to":["x",@]}', '{"seen":[@]}', "[1,@]"),
+    "nested-arrays": ('[["x",@]]', '{"pages":[[@]]}', "[[1,@]]"),
+    "nested-object": ('{"rows":[{"who":@}]}', '{"seen":[{"by":@}]}', '{"rows":[{"at":@}]}'),
+}
+
+
+def _holder_of(draw: Choices, view: View, how: str, turn: int = 0) -> Made:
+    """A run that holds s1 in one way (``how``), built by a start and a pass or two; a holder
+    that hides it in arrays hides it in the place ``turn`` picks for its kind."""
     declared = "s1" if how in ("declared-steps", "finished", "done", "running") else None
     payload = _ENVELOPE if how == "payload" else draw.pick(("{}", '{"source":"crm"}'))
-    where = draw.pick(("payload", "cursor", "step")) if how == "list" else None
-    if where == "payload":
-        payload = '{"to":["x",' + _ENVELOPE + "]}"
+    hidden = _HIDDEN.get(how)
+    where = _PLACES[(turn + list(_HIDDEN).index(how)) % len(_PLACES)] if hidden else None
+    if hidden and where == "payload":
+        payload = hidden[0].replace("@", _ENVELOPE)
     id = yield from _new_run(view, subject_id=declared, payload=payload)
     owner = yield from _begun(view, id)
-    if where == "cursor":
-        yield _commit(view, id, owner, cursor='{"seen":[' + _ENVELOPE + "]}")
+    if hidden and where == "cursor":
+        yield _commit(view, id, owner, cursor=hidden[1].replace("@", _ENVELOPE))
         owner = yield from _begun(view, id)
-    elif where == "step":
-        yield _record(view, id, owner, "fetch", "[1," + _ENVELOPE + "]", None)
+    elif hidden and where == "step":
+        yield _record(view, id, owner, "fetch", hidden[2].replace("@", _ENVELOPE), None)
     if how == "cursor":
         yield _commit(view, id, owner, cursor='{"page":2,"who":' + _ENVELOPE + "}")
         owner = yield from _begun(view, id)
@@ -583,9 +605,10 @@ def _holder_of(draw: Choices, view: View, how: str) -> Made:
 
 
 #: The holders every erasure makes: one of each final status, a running run (their status is what
-#: the erasure decides), and one holding s1 only inside a JSON array (in its payload, its cursor
-#: or a step result: an erasure that walks objects but not arrays misses it).
-_SETTLED: Final = ("finished", "done", "running", "list")
+#: the erasure decides), and those holding s1 only inside JSON arrays (in its payload, its cursor
+#: or a step result: an erasure that walks objects but not arrays, or arrays but not what they
+#: nest, misses it).
+_SETTLED: Final = ("finished", "done", "running", "list", "nested-arrays", "nested-object")
 
 _ERASURE_RULES: Final = {
     "cursor": "erase-cursor-only",
@@ -596,23 +619,29 @@ _ERASURE_RULES: Final = {
     "done": "erase-done",
     "running": "erase-running",
     "list": "erase-inside-list",
+    "nested-arrays": "erase-inside-nested",
+    "nested-object": "erase-inside-nested",
 }
 
 
 def erasures(draw: Choices, view: View) -> Iterator[Step]:
     """Runs holding s1 each in one way (only in the cursor, only in the payload, declared with
     step rows that carry errors, only in a step result, declared and failed, declared and done,
-    declared and running with no lease, only inside a JSON array), beside one that names s1 with
-    a ``piiClass`` of none; then s1 erased, and erased again (which touches nothing). The final
-    statuses, the running run and the array come first in the turn, so every erasure settles one
-    of each and walks into an array."""
+    declared and running with no lease, only inside a JSON array, only in an array in an array,
+    only in an object in an array), beside one that names s1 with a ``piiClass`` of none; then s1
+    erased, and erased again (which touches nothing). The final statuses, the running run and the
+    arrays come first in the turn, so every erasure settles one of each and walks into arrays."""
     kinds = list(_ERASURE_RULES)
     first = draw.number(0, len(kinds) - 1)
     turn = kinds[first:] + kinds[:first]
     settled = [how for how in turn if how in _SETTLED]
     chosen = settled + [how for how in turn if how not in _SETTLED][: draw.pick((1, 2, 4))]
+    # The arrays' holders hide s1 each in another place, and the turn moves with the history's
+    # state as well as the draw (Hypothesis draws the same small integers again and again), so
+    # each seed hides it in each place in each way.
+    places = draw.number(0, 255) + view.runs_minted + view.now_ms
     for how in chosen:
-        yield from _holder_of(draw, view, how)
+        yield from _holder_of(draw, view, how, places)
     if draw.coin():
         yield from _new_run(view, payload='{"who":{"subjectId":"s1","piiClass":"none"}}')
     view.now_ms += draw.pick((1, 0))
@@ -748,9 +777,24 @@ def counters_over_stored(draw: Choices, view: View) -> Iterator[Step]:
         view.now_ms += 1
 
 
+def _tie_not_by_start(view: View) -> bool:
+    """Whether runs due now at the same time read in another order by start than by id."""
+    tied: dict[str, list[dict[str, Any]]] = {}
+    for run in _running(view):
+        due = run.get("next_attempt_at") or run["started_at"]
+        if run.get("next_attempt_at") is None or parse_iso_ms(due) <= view.now_ms:
+            tied.setdefault(due, []).append(run)
+    return any(
+        sorted(runs, key=lambda run: run["id"])
+        != sorted(runs, key=lambda run: (run["started_at"], run["id"]))
+        for runs in tied.values()
+    )
+
+
 def due_ties(draw: Choices, view: View) -> Iterator[Step]:
-    """Runs due at the same time, by their start and by a backoff that ends on another's start,
-    read in due order (then id) with limits that cut between them."""
+    """Runs due at the same time, by their start, by a backoff that ends on another's start and by
+    a patch (a higher id that started earlier), read in due order (then id, never start) with
+    limits that cut between them."""
     tied = [(yield from _new_run(view)), (yield from _new_run(view))]
     view.now_ms += 5
     yield from _new_run(view)
@@ -760,6 +804,11 @@ def due_ties(draw: Choices, view: View) -> Iterator[Step]:
     yield _step("miss", _iso(view.now_ms), {"id": first, "owner": owner, "note": _NOTE.format(n=1)})
     view.now_ms = max(view.now_ms, _expiry_ms(view.run(first)) or 0)
     yield from _new_run(view)
+    # Due then too, by a patch: a higher id that started earlier (a row copied in from an older
+    # store), so the tie's order by id is not its order by start.
+    older = yield from _new_run(view, started_at=_iso(view.now_ms - draw.pick((1, 1_000, 60_000))))
+    patcher = yield from _begun(view, older, 1_000)
+    yield _commit(view, older, patcher, op="patch", next_attempt_at=_iso(view.now_ms))
     # A run that finished (done, so no next_attempt_at): never due, and never claimed again.
     done = yield from _new_run(view)
     holder = yield from _begun(view, done, 1_000)
@@ -770,6 +819,8 @@ def due_ties(draw: Choices, view: View) -> Iterator[Step]:
     for limit in (500, draw.pick((1, 2, 3)), 0):
         view.exercised["due-max-zero" if limit == 0 else "due-tie"] += 1
         view.exercised["due-skips-finished"] += 1
+        if limit == 500 and _tie_not_by_start(view):
+            view.exercised["due-tie-not-start"] += 1
         args = {"now_param": _iso(view.now_ms), "max": limit}
         yield _step("due_keys", _iso(view.now_ms), args)
 

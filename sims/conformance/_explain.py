@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any, Final, TypeAlias
 
 from driver import iso_from_ms, parse_iso_ms
@@ -175,7 +176,8 @@ def _begin(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     verdict = "true" if left > margin else "false"
     text = (
         f"the lease of {owner} runs until {_time(expiry)}, {left} ms after {_time(now)}; BEGIN "
-        f"needs more than floor({margin_ms!r}) = {margin} ms left, so it must return {verdict}"
+        f"needs more than floor({margin_ms!r}) = {margin} ms left{_margin_edge(left, margin_ms)}, "
+        f"so it must return {verdict}"
     )
     if left > margin:
         misses = run.get("admission_misses")
@@ -187,6 +189,20 @@ def _begin(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
     else:
         text += " and write nothing"
     return text, [run]
+
+
+def _margin_edge(left: int, margin_ms: float) -> str:
+    """The margin's rule when ``left`` sits on its edge ("" off it): floor(margin) + 1 ms left
+    writes, floor(margin) does not; with a fraction of .5 or more, a margin rounded instead of
+    floored would refuse the first."""
+    margin = math.floor(margin_ms)
+    if left == margin:
+        return " (rule begin-margin-missed)"
+    if left != margin + 1:
+        return ""
+    if margin_ms - margin >= 0.5:
+        return " (rule begin-margin-met; floored, never rounded: rule begin-margin-fraction)"
+    return " (rule begin-margin-met)"
 
 
 def _miss(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
@@ -287,9 +303,25 @@ def _due(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
         f"a running run is due when its next_attempt_at is null or at or before {_time(bound)} "
         f"(at it exactly counts: rule due-at-next-attempt), in due order (next_attempt_at, or "
         f"started_at when it is null), a tie by id, lowest first (rule due-tie), at most "
-        f"{args['max']}: {ids}",
+        f"{args['max']}: {ids}{_tie_against_start(due)}",
         running,
     )
+
+
+def _tie_against_start(due: list[dict[str, Any]]) -> str:
+    """The first tie in ``due`` (in due order) whose lower id started later, in words ("" when
+    there is none): a store that orders a tie by start before id reads the two the other way."""
+    for earlier, later in pairwise(due):
+        at = earlier["next_attempt_at"] or earlier["started_at"]
+        if at == (later["next_attempt_at"] or later["started_at"]) and (
+            earlier["started_at"] > later["started_at"]
+        ):
+            return (
+                f"; {earlier['id']} and {later['id']} are both due at {_time(at)}, and "
+                f"{earlier['id']} goes first by its id though it started later (rule "
+                "due-tie-not-start)"
+            )
+    return ""
 
 
 def _start(args: dict[str, Any], now: str, tables: dict[str, Any]) -> Explained:
@@ -357,37 +389,66 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _carries(text: Any, subject: str) -> bool:
-    """Whether JSON ``text`` holds, at any depth, an object whose subjectId is ``subject`` with
-    a piiClass present and not "none" (the subject's classified envelope)."""
+#: The keys and indexes to a value inside JSON.
+Where: TypeAlias = tuple[str | int, ...]
+
+
+def _envelope_at(text: Any, subject: str) -> Where | None:
+    """Where JSON ``text`` holds, at any depth, an object whose subjectId is ``subject`` with a
+    piiClass present and not "none" (the subject's classified envelope): the keys and indexes to
+    the first one, in document order; None when it holds none."""
     try:
-        pending = [json.loads(text)] if isinstance(text, str) else []
+        pending: list[tuple[Any, Where]] = [(json.loads(text), ())] if isinstance(text, str) else []
     except ValueError:
-        return False
+        return None
     while pending:
-        item = pending.pop()
+        item, path = pending.pop()
         if isinstance(item, dict):
             if item.get("subjectId") == subject and item.get("piiClass", "none") != "none":
-                return True
-            pending.extend(item.values())
+                return path
+            pending.extend((value, (*path, key)) for key, value in reversed(item.items()))
         elif isinstance(item, list):
-            pending.extend(item)
-    return False
+            pending.extend(
+                (value, (*path, index)) for index, value in reversed(list(enumerate(item)))
+            )
+    return None
+
+
+def _inside(path: Where) -> str:
+    """Where an envelope at ``path`` lies, when an array holds it on the way ("" when none does),
+    with its rule: directly in an array (erase-inside-list), or in what an array holds, an array
+    or an object (erase-inside-nested), which an erasure that looks only at an array's own
+    elements misses."""
+    kinds = ["an array" if isinstance(step, int) else "an object" for step in path]
+    if "an array" not in kinds:
+        return ""
+    spelled = "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path)
+    rule = (
+        "erase-inside-list" if kinds.index("an array") == len(kinds) - 1 else "erase-inside-nested"
+    )
+    return f" at ${spelled}, in {' in '.join(reversed(kinds))} (rule {rule})"
 
 
 def _holds(run: dict[str, Any], steps: list[dict[str, Any]], subject: str) -> str | None:
     """How ``run`` holds ``subject`` (None when it does not), in words."""
     if run.get("subject_id") == subject:
         return "declares it"
-    if _carries(run.get("payload"), subject):
-        return "its payload carries its envelope (subject_id is not it)"
-    if _carries(run.get("cursor"), subject):
-        return "only its cursor carries its envelope"
-    carrying = [str(step["step"]) for step in steps if _carries(step.get("result"), subject)]
+    path = _envelope_at(run.get("payload"), subject)
+    if path is not None:
+        return f"its payload carries its envelope (subject_id is not it){_inside(path)}"
+    path = _envelope_at(run.get("cursor"), subject)
+    if path is not None:
+        return f"only its cursor carries its envelope{_inside(path)}"
+    carrying = [
+        (str(step["step"]), path)
+        for step in steps
+        if (path := _envelope_at(step.get("result"), subject)) is not None
+    ]
     if carrying:
         return (
-            f"only the result of step {', '.join(carrying)} carries its envelope, so only that "
-            "step row is shredded and the payload, cursor and other steps stay"
+            f"only the result of step {', '.join(name for name, _ in carrying)} carries its "
+            f"envelope{_inside(carrying[0][1])}, so only that step row is shredded and the "
+            "payload, cursor and other steps stay"
         )
     return None
 
@@ -453,10 +514,10 @@ def _import(
             "(code conflict, no paths), and nothing is written",
             clash,
         )
-    running = [str(run["id"]) for run in runs if run.get("status") == "running"]
+    running = [run for run in runs if run.get("status") == "running"]
     failed = (
-        f"the running runs ({', '.join(running)}) become failed as not carried, with no lease "
-        "and no due time, ended now"
+        f"the running runs ({', '.join(str(run['id']) for run in running)}) become failed as not "
+        f"carried, with no lease and no due time, ended now{_uncarried(running)}"
         if running
         else "no run in it is running"
     )
@@ -474,6 +535,27 @@ def _import(
         f"{failed}{beside}",
         runs + steps,
     )
+
+
+#: The columns of a lease and a due time, which a copy does not carry for a running run.
+_LEASE_COLUMNS: Final = ("lease_owner", "lease_began_at", "next_attempt_at")
+
+
+def _uncarried(running: list[dict[str, Any]]) -> str:
+    """What a copy clears of the running runs it fails, in words ("" when none holds a lease or
+    a due time): each of those columns null, whatever the dump holds."""
+    held = [
+        f"{run['id']}'s {_and([name for name in _LEASE_COLUMNS if run.get(name) is not None])}"
+        for run in running
+        if any(run.get(name) is not None for name in _LEASE_COLUMNS)
+    ]
+    if not held:
+        return ""
+    return f" ({'; '.join(held)}: not carried, each null in the copy; rule copy-live)"
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def _dropped(tables: dict[str, Any], dumped: dict[str, Any]) -> str:

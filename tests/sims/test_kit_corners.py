@@ -77,6 +77,9 @@ CORNERS: Final = (
     "list-filtered",
     "list-instance",
     "door-refusals",
+    "begin-margin-fraction",
+    "due-tie-not-start",
+    "erase-inside-nested",
 )
 
 
