@@ -198,12 +198,23 @@ def note_path(database: Path) -> Path:
 def kept_log_path(database: Path) -> Path:
     """Where a scope's own log goes when its file was written behind it: beside the file, under
     a name SQLite never reads, and never over an earlier one."""
-    kept = database.with_name(database.name + "-wal.kept")
     number = 1
-    while kept.exists():
+    while (kept := _kept_log(database, number)).exists():
         number += 1
-        kept = database.with_name(f"{database.name}-wal.kept.{number}")
     return kept
+
+
+def kept_logs(database: Path) -> list[Path]:
+    """The logs kept aside beside ``database``, oldest first (numbered as they were kept)."""
+    found: list[Path] = []
+    while (kept := _kept_log(database, len(found) + 1)).exists():
+        found.append(kept)
+    return found
+
+
+def _kept_log(database: Path, number: int) -> Path:
+    suffix = "-wal.kept" if number == 1 else f"-wal.kept.{number}"
+    return database.with_name(database.name + suffix)
 
 
 def note_changed(database: Path, found: str, kept: Path | None) -> None:

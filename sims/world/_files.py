@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Final
 from scopehost import ScopeHost, ScopeHostError
 from scopehost._gate import sync_path
 from scopehost._sqlite_files import LOG_HEADER, log_salts
+from scopehost._watch import kept_logs
 
 from .._trace import Trace
 
@@ -152,7 +153,6 @@ class WorldFiles:
         for suffix in ("-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         os.replace(aside, path)
-        self._host.evict(scope_id)
         self._trace.record("file.copied", {"scope": scope_id, "from": source, "refused": refused})
         await self._world.sync(scope_id)
 
@@ -238,9 +238,7 @@ class WorldFiles:
         path is its own after all: put the log it kept aside back (the last one: they are
         numbered as they are kept), and evict the scope, which reopens the file, checked."""
         path = self.path(scope_id)
-        first = path.with_name(f"{path.name}-wal.kept")
-        kept = [first, *sorted(path.parent.glob(f"{first.name}.*"), key=_number)]
-        kept = [log for log in kept if log.exists()]
+        kept = kept_logs(path)
         if kept:
             os.replace(kept[-1], f"{path}-wal")
         self._host.evict(scope_id)
@@ -252,11 +250,6 @@ class WorldFiles:
         except ScopeHostError as error:
             return type(error).__name__
         return None
-
-
-def _number(kept: Path) -> int:
-    """The number ``scopehost`` gave a kept log after the first (``NAME-wal.kept.2``, ...)."""
-    return int(kept.suffix[1:]) if kept.suffix[1:].isdigit() else 0
 
 
 def _connect(path: Path, mode: str) -> sqlite3.Connection:

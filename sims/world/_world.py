@@ -1027,9 +1027,6 @@ class World:
 
     # -- reading the outcome --------------------------------------------------------------------
 
-    async def _read(self, scope_id: str, read: Callable[[Any], Awaitable[Any]]) -> Any:
-        return await self.ask(scope_id, read)
-
     async def ask(self, scope_id: str, call: Callable[[Any], Awaitable[Any]]) -> Any:
         """One of the world's own calls to a scope over the host's direct link (a read, an
         erasure, an import): ``await call(stub)``. A call that an eviction (a fault of the plan)
@@ -1081,13 +1078,13 @@ class World:
 
     async def runs(self, scope_id: str) -> list[JobRun]:
         """Every run on the scope, oldest first, as an operator reads them."""
-        rows = await self._read(scope_id, lambda stub: stub.list(JobRunFilter(limit=500)))
+        rows = await self.ask(scope_id, lambda stub: stub.list(JobRunFilter(limit=500)))
         return [job_run_of(row) for row in reversed(rows)]
 
     async def sync(self, scope_id: str) -> None:
         """Put the scope's rows, every run and step row, in the trace: a checkpoint the oracle
         compares with its model, column by column."""
-        dump = await self._read(scope_id, lambda stub: stub.export_dump())
+        dump = await self.ask(scope_id, lambda stub: stub.export_dump())
         self.trace.record(
             "world.sync",
             {"scope": scope_id, "runs": describe(dump.runs), "steps": describe(dump.steps)},
@@ -1108,7 +1105,7 @@ class World:
             live = [
                 run
                 for scope in scopes
-                for run in await self._read(
+                for run in await self.ask(
                     scope, lambda stub: stub.list(JobRunFilter(status="running"))
                 )
             ]
@@ -1117,7 +1114,7 @@ class World:
 
     async def effects(self, scope_id: str) -> Counter[str]:
         """How many effect rows each ``run/object`` key has in the scope."""
-        rows: list[dict[str, Any]] = await self._read(
+        rows: list[dict[str, Any]] = await self.ask(
             scope_id, lambda stub: stub.invoke("items", {"kind": "effect"})
         )
         return Counter(str(row["key"]) for row in rows)
